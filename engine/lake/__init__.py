@@ -1,0 +1,1 @@
+"""The lake: pools (Delta tables through delta-rs), read by Spark."""

@@ -1,0 +1,105 @@
+"""The shape of a pool row, as Arrow (what delta-rs writes) and as Spark sees it.
+
+Every pool (raw or staging) is one Delta table with these columns:
+
+``seqno``
+    long, assigned when the row is committed: monotonic in commit order within the
+    pool, never reused (DESIGN.md, decision 5).
+``kafka``
+    ``struct<topic, partition, offset, timestamp>``: where a record came from (raw
+    pools) or where it goes (staging outputs: output topic, partition 0, contiguous
+    output offset). NULL on completion-marker rows.
+``key``, ``value``
+    the record's key and value as JSON text (NULL value = tombstone). SQL sees them as
+    typed structs: :mod:`engine.lake.pools` parses them with ``from_json`` using each
+    topic's type, recorded in the pool's metadata.
+``deadletter``
+    NULL for good records. For a record that could not be decoded or shaped:
+    ``struct<stage, error, key_bytes, value_bytes>`` with the raw bytes kept, so the
+    dead letter is committed in the same Delta commit as the records around it.
+``marker``
+    NULL except on completion-marker rows of staging pools:
+    ``struct<etl, rule, topic, partition, offset, status>`` says input record
+    (topic, partition, offset) was consumed by rule ``rule`` of ETL ``etl`` with status
+    ``processed`` or ``expired``.
+
+Keeping the three row kinds (record, dead letter, marker) in one table is what lets a
+single Delta commit hold all of them (DESIGN.md, decision 4).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import pyarrow as pa
+
+KAFKA_TYPE: Final = pa.struct(
+    [
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+DEADLETTER_TYPE: Final = pa.struct(
+    [
+        pa.field("stage", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("key_bytes", pa.binary()),
+        pa.field("value_bytes", pa.binary()),
+    ]
+)
+
+MARKER_TYPE: Final = pa.struct(
+    [
+        pa.field("etl", pa.string()),
+        pa.field("rule", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("status", pa.string()),
+    ]
+)
+
+POOL_SCHEMA: Final = pa.schema(
+    [
+        pa.field("seqno", pa.int64(), nullable=False),
+        pa.field("kafka", KAFKA_TYPE),
+        pa.field("key", pa.string()),
+        pa.field("value", pa.string()),
+        pa.field("deadletter", DEADLETTER_TYPE),
+        pa.field("marker", MARKER_TYPE),
+    ]
+)
+
+#: The columns of a row before the pool assigns its seqno.
+ROW_SCHEMA: Final = pa.schema([f for f in POOL_SCHEMA if f.name != "seqno"])
+
+PROCESSED: Final = "processed"
+EXPIRED: Final = "expired"
+
+#: Spark SQL predicates selecting each row kind.
+IS_RECORD: Final = "deadletter IS NULL AND marker IS NULL"
+IS_DEADLETTER: Final = "deadletter IS NOT NULL"
+IS_MARKER: Final = "marker IS NOT NULL"
+
+
+def shape_problems(schema: pa.Schema) -> list[str]:
+    """What makes ``schema`` differ from a pool's, in words (empty when it is a pool)."""
+    problems = []
+    have = {field.name: field for field in schema}
+    for field in POOL_SCHEMA:
+        got = have.get(field.name)
+        if got is None:
+            problems.append(f"column `{field.name}` is missing")
+        elif not got.type.equals(field.type):
+            problems.append(f"column `{field.name}` is {got.type}, a pool needs {field.type}")
+    for name in have.keys() - {field.name for field in POOL_SCHEMA}:
+        problems.append(f"column `{name}` is not part of a pool")
+    return problems
+
+
+def empty_rows() -> pa.Table:
+    """An empty table of :data:`ROW_SCHEMA`."""
+    return ROW_SCHEMA.empty_table()

@@ -1,0 +1,502 @@
+"""Pools: the Delta tables of a lake, with exactly-once positions and seqnos.
+
+A lake is a directory; each pool is a Delta table in ``<lake>/<name>`` whose rows have
+the shape of :mod:`engine.lake.envelope`. The table's description holds zync's
+metadata as JSON: ``{"zync": {"kind": "raw"|"staging", "types": {topic: {"key": ...,
+"value": ...}}}}`` — the Spark type of each topic's key and value (JSON of a Spark
+``DataType``), which is how SQL sees typed structs over the JSON text the rows hold.
+
+Positions live in the Delta log itself, as ``txn`` actions committed with the data:
+
+* ``zync.in/<topic>/<partition>`` → last Kafka offset this pool holds (from-kafka);
+* ``zync.seqno`` → the last seqno assigned, so concurrent writers cannot hand out the
+  same seqno twice (their commits conflict on it, and the loser re-plans).
+
+Other loops (ETL, to-kafka) keep their own app ids next to these, see
+:meth:`Pool.app_version`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from engine.lake import delta
+from engine.lake.envelope import IS_RECORD, POOL_SCHEMA, ROW_SCHEMA, shape_problems
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+RAW = "raw"
+STAGING = "staging"
+KINDS = (RAW, STAGING)
+SEQNO_APP = "zync.seqno"
+MAX_COMMIT_ATTEMPTS = 50
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$")
+
+
+class PoolError(RuntimeError):
+    """A pool cannot be created, opened or written; the message says why."""
+
+
+class PoolNotFound(PoolError):
+    pass
+
+
+class NotAPool(PoolError):
+    pass
+
+
+def ingest_app(topic: str, partition: int) -> str:
+    """The Delta txn app id holding the last offset of (topic, partition) in a pool."""
+    return f"zync.in/{topic}/{partition}"
+
+
+@dataclass
+class TopicTypes:
+    """The Spark types (as DataType JSON) of a topic's keys and values in a pool."""
+
+    key: str | None = None
+    value: str | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"key": self.key, "value": self.value}
+
+
+@dataclass
+class PoolMeta:
+    kind: str
+    types: dict[str, TopicTypes] = field(default_factory=dict)
+
+    def to_description(self) -> str:
+        types = {topic: t.to_json() for topic, t in sorted(self.types.items())}
+        return json.dumps({"zync": {"kind": self.kind, "types": types}}, sort_keys=True)
+
+    @classmethod
+    def from_description(cls, text: str | None) -> PoolMeta | None:
+        try:
+            data = json.loads(text or "")
+            zync = data["zync"]
+            types = {
+                topic: TopicTypes(key=t.get("key"), value=t.get("value"))
+                for topic, t in zync.get("types", {}).items()
+            }
+            return cls(kind=zync["kind"], types=types)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What :meth:`Pool.append_records` committed (``version`` None: nothing new)."""
+
+    version: int | None
+    rows: int
+    first_seqno: int | None = None
+    last_seqno: int | None = None
+    skipped: int = 0
+    attempts: int = 1
+
+
+class Lake:
+    """A directory of pools."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser()
+
+    def __repr__(self) -> str:
+        return f"Lake({str(self.root)!r})"
+
+    def pool_path(self, name: str) -> Path:
+        if not _NAME.match(name):
+            raise PoolError(
+                f"invalid pool name {name!r}: use letters, digits, '_' and '-', "
+                "starting with a letter or '_'"
+            )
+        return self.root / name
+
+    def exists(self, name: str) -> bool:
+        return DeltaTable.is_deltatable(str(self.pool_path(name)))
+
+    def pool_names(self) -> list[str]:
+        """Names of the Delta tables directly under the lake root (pools or not)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            p.name for p in self.root.iterdir() if p.is_dir() and (p / "_delta_log").is_dir()
+        )
+
+    def create_pool(self, name: str, kind: str = RAW, *, exist_ok: bool = False) -> Pool:
+        """Create an empty pool (or open it when ``exist_ok`` and it is one)."""
+        if kind not in KINDS:
+            raise PoolError(f"unknown pool kind {kind!r}: use one of {', '.join(KINDS)}")
+        path = self.pool_path(name)
+        if self.exists(name):
+            if exist_ok:
+                return self.open_pool(name)
+            raise PoolError(f"pool {name!r} already exists in {self.root}")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PoolError(f"cannot create pool {name!r} at {path}: {exc.strerror}") from exc
+        meta = PoolMeta(kind=kind)
+        try:
+            DeltaTable.create(
+                str(path),
+                schema=POOL_SCHEMA,
+                mode="error",
+                name=name,
+                description=meta.to_description(),
+            )
+        except Exception as exc:  # another creator won the race
+            if exist_ok and self.exists(name):
+                return self.open_pool(name)
+            raise PoolError(f"cannot create pool {name!r}: {exc}") from exc
+        return self.open_pool(name)
+
+    def open_pool(self, name: str) -> Pool:
+        """Open an existing pool, checking that the table is a zync pool."""
+        path = self.pool_path(name)
+        try:
+            table = delta.open_table(path)
+        except TableNotFoundError:
+            known = ", ".join(self.pool_names()) or "none"
+            raise PoolNotFound(
+                f"no pool {name!r} in lake {self.root} (pools: {known}); "
+                f"create it with `zync pool create {name}`"
+            ) from None
+        return Pool(name, path, table)
+
+    def drop_pool(self, name: str) -> None:
+        shutil.rmtree(self.pool_path(name))
+
+
+class Pool:
+    """One Delta table of the lake. Keep one object per pool and :meth:`refresh` it."""
+
+    def __init__(self, name: str, path: Path, table: DeltaTable) -> None:
+        self.name = name
+        self.path = path
+        self.table = table
+        self.meta = self._check(table)
+
+    def __repr__(self) -> str:
+        return f"Pool({self.name!r}, kind={self.meta.kind}, version={self.version})"
+
+    def _check(self, table: DeltaTable) -> PoolMeta:
+        meta = PoolMeta.from_description(table.metadata().description)
+        problems = shape_problems(delta.arrow_schema(table))
+        if meta is None:
+            problems.insert(0, "its description has no zync metadata")
+        if problems:
+            raise NotAPool(
+                f"{self.path} is a Delta table but not a zync pool: " + "; ".join(problems)
+            )
+        assert meta is not None
+        return meta
+
+    @property
+    def uri(self) -> str:
+        return str(self.path)
+
+    @property
+    def kind(self) -> str:
+        return self.meta.kind
+
+    @property
+    def version(self) -> int:
+        return self.table.version()
+
+    def refresh(self) -> int:
+        """Catch up with commits made since the table was loaded; returns the version."""
+        before = self.table.version()
+        self.table.update_incremental()
+        if self.table.version() != before:
+            self.meta = PoolMeta.from_description(self.table.metadata().description) or self.meta
+        return self.table.version()
+
+    def latest_version(self) -> int:
+        """The newest version in the Delta log, without loading it (cheap poll)."""
+        return self.refresh()
+
+    # -- positions --------------------------------------------------------------------
+
+    def app_version(self, app_id: str) -> int | None:
+        """The version stored for a Delta txn app id in the loaded snapshot."""
+        return self.table.transaction_version(app_id)
+
+    def position(self, topic: str, partition: int) -> int | None:
+        """The last offset of (topic, partition) this pool holds, or None."""
+        return self.app_version(ingest_app(topic, partition))
+
+    def last_seqno(self) -> int:
+        """The last seqno assigned in this pool (-1 before the first record)."""
+        value = self.app_version(SEQNO_APP)
+        return -1 if value is None else value
+
+    # -- types ------------------------------------------------------------------------
+
+    def topic_types(self, topic: str) -> TopicTypes | None:
+        return self.meta.types.get(topic)
+
+    def record_types(self, types: Mapping[str, TopicTypes]) -> bool:
+        """Merge topic types into the pool's metadata; True when that changed it.
+
+        Types only grow (struct fields are merged), so recording them before the data
+        commit that needs them is safe even if that commit is then retried or lost.
+        """
+        from engine.kafka.types import merge_spark_types
+
+        changed = False
+        merged = dict(self.meta.types)
+        for topic, new in types.items():
+            old = merged.get(topic, TopicTypes())
+            combined = TopicTypes(
+                key=_merge_json(old.key, new.key, merge_spark_types),
+                value=_merge_json(old.value, new.value, merge_spark_types),
+            )
+            if combined != old:
+                merged[topic] = combined
+                changed = True
+        if not changed:
+            return False
+        meta = PoolMeta(kind=self.meta.kind, types=merged)
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            try:
+                self.table.alter.set_table_description(meta.to_description())
+                break
+            except Exception:  # noqa: BLE001 - a concurrent commit; reload and retry
+                self.refresh()
+                current = PoolMeta.from_description(self.table.metadata().description)
+                if current is not None:
+                    for topic, t in current.types.items():
+                        merged.setdefault(topic, t)
+                    meta = PoolMeta(kind=self.meta.kind, types=merged)
+        self.refresh()
+        self.meta = meta
+        return True
+
+    # -- writing ----------------------------------------------------------------------
+
+    def append_records(
+        self,
+        rows: pa.Table,
+        positions: Mapping[tuple[str, int], int],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> AppendResult:
+        """Append ingested rows and their positions in one commit, exactly once.
+
+        ``rows`` has :data:`ROW_SCHEMA` (records and dead letters, in offset order per
+        partition) and ``positions`` the last offset consumed per (topic, partition) —
+        which may be past the last row (e.g. a filtered record). Rows at or below a
+        position this pool already holds are dropped (another writer committed them),
+        seqnos are assigned after the pool's last one, and the commit carries the new
+        positions and seqno as Delta txn actions. If another writer commits the same
+        positions or seqno concurrently, the commit fails and is re-planned.
+        """
+        rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
+        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+            self.refresh()
+            stored = {tp: self.position(*tp) for tp in positions}
+            todo = {tp: off for tp, off in positions.items() if stored[tp] is None or off > stored[tp]}  # type: ignore[operator]
+            fresh = _drop_committed(rows, stored)
+            if not todo:
+                return AppendResult(None, 0, skipped=rows.num_rows, attempts=attempt)
+            first = self.last_seqno() + 1
+            table = _with_seqno(fresh, first)
+            txns = {ingest_app(topic, part): off for (topic, part), off in todo.items()}
+            last = first + fresh.num_rows - 1
+            if fresh.num_rows:
+                txns[SEQNO_APP] = last
+            try:
+                delta.commit_arrow(
+                    self.table,
+                    table,
+                    app_transactions=txns,
+                    expect_version=self.version,
+                    metadata={"zync.op": "ingest", **(metadata or {})},
+                )
+            except delta.CommitConflict:
+                continue
+            self.refresh()
+            return AppendResult(
+                version=self.version,
+                rows=fresh.num_rows,
+                first_seqno=first if fresh.num_rows else None,
+                last_seqno=last if fresh.num_rows else None,
+                skipped=rows.num_rows - fresh.num_rows,
+                attempts=attempt,
+            )
+        raise PoolError(
+            f"pool {self.name!r}: gave up after {MAX_COMMIT_ATTEMPTS} conflicting commits"
+        )
+
+    def commit_rows(
+        self,
+        rows: pa.Table,
+        *,
+        expect_version: int,
+        app_transactions: Mapping[str, int] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Commit rows only if the pool is still at ``expect_version``; returns the new
+        version. Seqnos are assigned after the pool's last one. Raises
+        :class:`engine.lake.delta.CommitConflict` when the pool moved on (re-plan)."""
+        rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
+        if self.version != expect_version:
+            self.table = delta.open_table(self.path, version=expect_version)
+        first = self.last_seqno() + 1
+        txns = dict(app_transactions or {})
+        if rows.num_rows:
+            txns[SEQNO_APP] = first + rows.num_rows - 1
+        delta.commit_arrow(
+            self.table,
+            _with_seqno(rows, first),
+            app_transactions=txns,
+            expect_version=expect_version,
+            metadata=metadata,
+        )
+        self.table = delta.open_table(self.path)
+        return self.version
+
+    # -- reading ----------------------------------------------------------------------
+
+    def files(self, predicate: str | None = None) -> list[str]:
+        return delta.live_files(self.table, predicate)
+
+    def snapshot(self, version: int | None = None) -> DeltaTable:
+        return self.table if version is None else delta.open_table(self.path, version=version)
+
+    def read(
+        self, spark: SparkSession, *, predicate: str | None = None, version: int | None = None
+    ) -> DataFrame:
+        """Every row of the snapshot (all kinds, JSON text), files pruned by ``predicate``
+        statistics and rows filtered by it."""
+        df = delta.read_spark(spark, self.snapshot(version), predicate)
+        return df.where(predicate) if predicate else df
+
+    def records(
+        self,
+        spark: SparkSession,
+        topic: str | None = None,
+        *,
+        predicate: str | None = None,
+        version: int | None = None,
+    ) -> DataFrame:
+        """Records (not dead letters or markers) as the typed envelope
+        ``seqno, kafka, key, value``: key and value parsed into the topic's Spark type
+        (or, for all topics, a type merged over them)."""
+        from pyspark.sql import functions as F
+
+        where = IS_RECORD
+        if topic is not None:
+            where += f" AND kafka.topic = '{_sql_string(topic)}'"
+        if predicate:
+            where += f" AND ({predicate})"
+        df = self.read(spark, predicate=where, version=version)
+        key_type, value_type = self.spark_types(topic)
+        return df.select(
+            "seqno",
+            "kafka",
+            parse_json_column(F.col("key"), key_type).alias("key"),
+            parse_json_column(F.col("value"), value_type).alias("value"),
+        )
+
+    def spark_types(self, topic: str | None = None) -> tuple[DataType | None, DataType | None]:
+        """The Spark types of keys and values of one topic, or merged over all topics."""
+        from engine.kafka.types import merge_spark_types
+
+        chosen: Iterable[TopicTypes]
+        if topic is None:
+            chosen = self.meta.types.values()
+        else:
+            found = self.meta.types.get(topic)
+            chosen = [found] if found else []
+        key: DataType | None = None
+        value: DataType | None = None
+        for t in chosen:
+            key = _merge_types(key, _load_type(t.key), merge_spark_types)
+            value = _merge_types(value, _load_type(t.value), merge_spark_types)
+        return key, value
+
+
+def parse_json_column(column: Column, data_type: DataType | None) -> Column:
+    """Parse a JSON text column into ``data_type`` (structs, arrays, maps and scalars).
+
+    Without a known type the JSON text is kept as a string.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+    if data_type is None:
+        return column
+    if isinstance(data_type, StructType | ArrayType | MapType):
+        return F.from_json(column, data_type, {"mode": "PERMISSIVE"})
+    if isinstance(data_type, StringType):
+        return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v")
+    return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v").cast(data_type)
+
+
+def _sql_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _load_type(text: str | None) -> DataType | None:
+    if not text:
+        return None
+    from pyspark.sql.types import _parse_datatype_json_string
+
+    return _parse_datatype_json_string(text)
+
+
+def _merge_types(a: DataType | None, b: DataType | None, merge: Any) -> DataType | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return merge(a, b)
+
+
+def _merge_json(old: str | None, new: str | None, merge: Any) -> str | None:
+    if new is None:
+        return old
+    if old is None or old == new:
+        return new
+    merged = merge(_load_type(old), _load_type(new))
+    return merged.json()
+
+
+def _with_seqno(rows: pa.Table, first: int) -> pa.Table:
+    seqno = pa.array(range(first, first + rows.num_rows), type=pa.int64())
+    return rows.add_column(0, pa.field("seqno", pa.int64(), nullable=False), seqno).cast(
+        POOL_SCHEMA
+    )
+
+
+def _drop_committed(rows: pa.Table, stored: Mapping[tuple[str, int], int | None]) -> pa.Table:
+    """Rows whose (topic, partition) position in the pool is below their offset."""
+    limits = {tp: off for tp, off in stored.items() if off is not None}
+    if not limits or rows.num_rows == 0:
+        return rows
+    kafka = rows.column("kafka")
+    topic = pc.struct_field(kafka, "topic")
+    partition = pc.struct_field(kafka, "partition")
+    offset = pc.struct_field(kafka, "offset")
+    keep = pc.scalar(True)
+    for (t, p), limit in limits.items():
+        here = pc.and_(pc.equal(topic, t), pc.equal(partition, p))
+        keep = pc.and_(keep, pc.invert(pc.and_(here, pc.less_equal(offset, limit))))
+    mask = pc.fill_null(keep, True)
+    return rows.filter(mask)
