@@ -1,0 +1,228 @@
+"""Kafka and Schema Registry clients built from zync's connection profiles.
+
+Every part of zync that talks to Kafka (produce, consume, from-kafka, to-kafka, the
+console) builds its clients here, so security settings, quiet logging and the Tansu
+work-arounds (DESIGN.md, "Tansu quirks") live in one place.
+
+librdkafka's own log lines go to the ``engine.kafka.librdkafka`` logger instead of the
+terminal; a broker that cannot be reached becomes :class:`KafkaUnavailable`, a one-line
+error raised within the timeout instead of a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from engine.config import KafkaProfile, RegistryProfile
+from engine.errors import ZyncError
+
+log = logging.getLogger("engine.kafka.librdkafka")
+
+#: Tansu completes a group join only after the rebalance timeout
+#: (``max.poll.interval.ms``); a short one makes group subscription usable.
+GROUP_DEFAULTS: Mapping[str, str] = {
+    "max.poll.interval.ms": "10000",
+    "session.timeout.ms": "6000",
+    "heartbeat.interval.ms": "1000",
+}
+
+#: Larger fetches: librdkafka's defaults were erratic against the embedded broker.
+FETCH_DEFAULTS: Mapping[str, str] = {
+    "fetch.max.bytes": str(64 * 1024 * 1024),
+    "max.partition.fetch.bytes": str(16 * 1024 * 1024),
+    "fetch.wait.max.ms": "100",
+    "queued.max.messages.kbytes": str(256 * 1024),
+}
+
+
+class KafkaUnavailable(ZyncError):
+    """Kafka could not be reached (or refused us) within the timeout."""
+
+
+class TopicNotFound(ZyncError):
+    pass
+
+
+class RegistryUnavailable(ZyncError):
+    """The Schema Registry could not be reached or answered with an error."""
+
+
+@dataclass
+class ErrorLog:
+    """The latest client-level error librdkafka reported (e.g. all brokers down)."""
+
+    last: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        self.last = error
+        log.debug("librdkafka error: %s", error)
+
+
+def client_config(
+    profile: KafkaProfile, extra: Mapping[str, Any] | None = None, *, errors: ErrorLog | None = None
+) -> dict[str, Any]:
+    """The librdkafka configuration for a client of ``profile``, plus ``extra``."""
+    config: dict[str, Any] = dict(profile.librdkafka_config())
+    config.update(
+        {
+            "logger": log,
+            "error_cb": errors or ErrorLog(),
+            "socket.connection.setup.timeout.ms": "5000",
+            "reconnect.backoff.max.ms": "2000",
+        }
+    )
+    config.update(extra or {})
+    return config
+
+
+def where(profile: KafkaProfile) -> str:
+    """Where Kafka is, for messages (no secrets)."""
+    return f"Kafka at {profile.bootstrap_servers} ({profile.security_protocol})"
+
+
+def admin_client(profile: KafkaProfile, extra: Mapping[str, Any] | None = None) -> AdminClient:
+    return AdminClient(client_config(profile, extra))
+
+
+def consumer(
+    profile: KafkaProfile,
+    *,
+    group: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Consumer:
+    """A consumer that never commits by itself. Without ``group`` it is meant for
+    ``assign()`` (a private group id is set because librdkafka requires one)."""
+    config: dict[str, Any] = {
+        "group.id": group or "zync-assign",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": False,
+        "isolation.level": "read_committed",
+        **FETCH_DEFAULTS,
+    }
+    if group:
+        config.update(GROUP_DEFAULTS)
+    config.update(extra or {})
+    return Consumer(client_config(profile, config))
+
+
+def producer(
+    profile: KafkaProfile,
+    *,
+    transactional_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Producer:
+    """An idempotent producer (transactional when ``transactional_id`` is given)."""
+    config: dict[str, Any] = {
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 500000,
+        "queue.buffering.max.kbytes": 1024 * 1024,
+        "message.timeout.ms": 60000,
+    }
+    if transactional_id:
+        config["transactional.id"] = transactional_id
+        config["transaction.timeout.ms"] = 60000
+    config.update(extra or {})
+    return Producer(client_config(profile, config))
+
+
+def check_reachable(profile: KafkaProfile, timeout: float = 10.0) -> dict[str, Any]:
+    """Ask for cluster metadata; raise :class:`KafkaUnavailable` in words if it fails.
+
+    Returns ``{topic: partition count}`` for every topic, since the answer has them.
+    """
+    errors = ErrorLog()
+    admin = AdminClient(client_config(profile, errors=errors))
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        reason = errors.last.str() if errors.last else exc.args[0].str()
+        raise KafkaUnavailable(
+            f"cannot reach {where(profile)} within {timeout:g}s: {reason}. "
+            "Is the broker running? (`zync dev status`)"
+        ) from None
+    return {name: len(t.partitions) for name, t in metadata.topics.items()}
+
+
+def topic_partitions(profile: KafkaProfile, topic: str, timeout: float = 10.0) -> list[int]:
+    """The partitions of ``topic`` (raises :class:`TopicNotFound` when it does not exist)."""
+    topics = check_reachable(profile, timeout)
+    if topic not in topics or topics[topic] == 0:
+        known = ", ".join(sorted(t for t in topics if not t.startswith("__"))) or "none"
+        raise TopicNotFound(f"topic {topic!r} does not exist on {where(profile)} (topics: {known})")
+    return list(range(topics[topic]))
+
+
+_create_lock = threading.Lock()
+
+
+def ensure_topic(
+    profile: KafkaProfile,
+    topic: str,
+    *,
+    partitions: int = 1,
+    replication: int = 1,
+    timeout: float = 10.0,
+) -> tuple[list[int], bool]:
+    """Create ``topic`` when missing; returns its partitions and whether it was created."""
+    with _create_lock:
+        topics = check_reachable(profile, timeout)
+        if topics.get(topic):
+            return list(range(topics[topic])), False
+        admin = admin_client(profile)
+        futures = admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=replication)],
+            request_timeout=timeout,
+        )
+        try:
+            futures[topic].result(timeout)
+            created = True
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise KafkaUnavailable(f"cannot create topic {topic!r}: {error.str()}") from None
+            created = False
+        return topic_partitions(profile, topic, timeout), created
+
+
+def watermarks(
+    kafka: Consumer, topic: str, partitions: list[int], timeout: float = 10.0
+) -> dict[int, tuple[int, int]]:
+    """Low and high watermark per partition. Tansu's high watermark can lag the log's
+    end (DESIGN.md): never use it to decide exactly-once positions."""
+    out = {}
+    for partition in partitions:
+        try:
+            out[partition] = kafka.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout, cached=False
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailable(
+                f"cannot read offsets of {topic}[{partition}]: {exc.args[0].str()}"
+            ) from None
+    return out
+
+
+def registry_client(profile: RegistryProfile, timeout: float = 10.0) -> Any:
+    """confluent-kafka's ``SchemaRegistryClient`` for ``profile``."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    config: dict[str, Any] = dict(profile.client_config())
+    config["timeout"] = timeout
+    config["max.retries"] = 1
+    return SchemaRegistryClient(config)
+
+
+def registry_where(profile: RegistryProfile) -> str:
+    return f"Schema Registry at {profile.url}"

@@ -1,0 +1,68 @@
+"""Private broker and registry processes for test sessions (see tests/conftest.py).
+
+Each runs on a free port on 127.0.0.1, is ready when returned (readiness polled with a
+timeout, no fixed sleeps) and is stopped by PID, through the same engine.devstack code
+that `zync dev up|down` uses.
+"""
+
+from __future__ import annotations
+
+import atexit
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine import devstack
+
+READY_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Running:
+    """A started broker or registry.
+
+    ``address`` is ``127.0.0.1:PORT``; ``url`` is ``http://127.0.0.1:PORT`` for the
+    registry and the same ``127.0.0.1:PORT`` as ``address`` for the broker (what
+    ``bootstrap.servers`` takes).
+    """
+
+    process: devstack.Process
+
+    @property
+    def address(self) -> str:
+        return f"{devstack.HOST}:{self.process.port}"
+
+    @property
+    def url(self) -> str:
+        return self.process.address
+
+    @property
+    def port(self) -> int:
+        return self.process.port
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log_file(self) -> Path:
+        return self.process.log_file
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL); does nothing when already stopped."""
+        devstack.stop_process(self.process, timeout=10.0)
+
+
+def _started(process: devstack.Process) -> Running:
+    running = Running(process)
+    atexit.register(running.stop)  # a safety net if a fixture's teardown never runs
+    return running
+
+
+def start_broker(tmp_dir: Path) -> Running:
+    """A Tansu broker (memory storage) on a free port; its log in ``tmp_dir/broker.log``."""
+    return _started(devstack.start_broker(Path(tmp_dir), port=0, timeout=READY_TIMEOUT))
+
+
+def start_registry(tmp_dir: Path) -> Running:
+    """zync's Schema Registry on a free port, its database and log in ``tmp_dir``."""
+    return _started(devstack.start_registry(Path(tmp_dir), port=0, timeout=READY_TIMEOUT))
