@@ -1,0 +1,10 @@
+"""zync's embedded Schema Registry: a Confluent-compatible REST service durable in SQLite.
+
+- ``app.create_app(db_path)`` builds the FastAPI app (the one factory).
+- ``store.RegistryStore`` holds subjects, versions, global schema ids and config.
+- ``compat`` parses Avro schemas and checks compatibility with Avro's resolution rules.
+- ``process`` starts ``python -m engine.registry`` as a child and waits until it answers.
+
+Only AVRO schemas are checked for compatibility; JSON and PROTOBUF schemas are accepted and
+stored as opaque text. Importing this package imports nothing else.
+"""
