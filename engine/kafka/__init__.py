@@ -1,0 +1,1 @@
+"""Kafka wire formats, schema inference and type mapping (pure code, no network)."""

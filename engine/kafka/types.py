@@ -1,0 +1,355 @@
+"""Spark SQL types for record schemas, so SQL sees typed structs (``value.after.ID``).
+
+Pools store keys and values as JSON text, written by the decoders of
+:mod:`engine.kafka.formats`, and SQL reads them with ``from_json(col, type)``. The
+types here are the ones that JSON text parses into, so the mapping follows the JSON
+form rather than the Avro/Connect type where the two differ:
+
+==============================  ======================================================
+Avro                            Spark
+==============================  ======================================================
+record                          StructType (field order kept)
+array / map                     ArrayType / MapType(StringType, ...)
+``["null", T]``                 T, nullable
+union of several types          StringType: ``from_json`` keeps such a value's JSON
+                                text (``5``, ``"x"``, ``{"a":1}``), to parse further
+enum, string                    StringType
+bytes, fixed                    StringType (base64 text; ``unbase64()`` gives binary)
+decimal(p, s)                   DecimalType(p, s) for p <= 38 (the JSON holds a
+                                decimal string, which ``from_json`` parses), else
+                                StringType
+int / long / float / double     IntegerType / LongType / FloatType / DoubleType
+boolean                         BooleanType
+timestamp-*, date, time-*       the underlying LongType / IntegerType (the JSON holds
+                                the number; ``timestamp_millis(x)`` etc. convert)
+uuid                            StringType
+null (bare)                     StringType (always null)
+recursive reference             StringType (the nested value's JSON text)
+==============================  ======================================================
+
+Kafka Connect: int8/int16/int32/int64 → Byte/Short/Integer/LongType, float → FloatType,
+double → DoubleType, bytes → StringType (base64) or DecimalType for
+``org.apache.kafka.connect.data.Decimal``, struct/array/map as above; ``optional`` →
+nullable.
+
+pyspark is imported inside the functions: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType, StructField
+
+_AVRO_PRIMITIVES = frozenset(
+    {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+)
+_MAX_PRECISION = 38
+
+
+def _load(schema: Any) -> Any:
+    if isinstance(schema, str):
+        text = schema.strip()
+        if text[:1] in ("{", "[", '"'):
+            return json.loads(text)
+        return text  # a bare primitive or named type
+    return schema
+
+
+def _fullname(name: str, namespace: str | None) -> str:
+    if "." in name or not namespace:
+        return name
+    return f"{namespace}.{name}"
+
+
+def avro_to_spark(schema: Any) -> DataType:
+    """The Spark type of the JSON text zync writes for values of this Avro schema.
+
+    ``schema`` is schema JSON text or data (also fastavro-parsed data).
+    """
+    return _avro(_load(schema), {}, None, frozenset())
+
+
+def avro_nullable(schema: Any) -> bool:
+    """Whether a value of this Avro schema can be null (a union with ``"null"``)."""
+    schema = _load(schema)
+    if isinstance(schema, dict):
+        schema = schema.get("type")
+    if isinstance(schema, list):
+        return "null" in schema
+    return bool(schema == "null")
+
+
+def _avro(
+    schema: Any, named: dict[str, Any], namespace: str | None, active: frozenset[str]
+) -> DataType:
+    from pyspark.sql import types as T
+
+    if isinstance(schema, str):
+        simple = {
+            "null": T.StringType(),
+            "boolean": T.BooleanType(),
+            "int": T.IntegerType(),
+            "long": T.LongType(),
+            "float": T.FloatType(),
+            "double": T.DoubleType(),
+            "bytes": T.StringType(),
+            "string": T.StringType(),
+        }
+        if schema in simple:
+            return simple[schema]
+        qualified = _fullname(schema, namespace)
+        full = qualified if qualified in named else schema
+        if full in active:
+            return T.StringType()  # a recursive reference: keep the JSON text
+        target = named.get(full)
+        if target is None:
+            raise ValueError(f"unknown Avro type {schema!r}")
+        return _avro(target, named, namespace, active)
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) == 1:
+            return _avro(branches[0], named, namespace, active)
+        if not branches:
+            return T.StringType()
+        for b in branches:  # register named types defined inside the union
+            if isinstance(b, dict):
+                _avro(b, named, namespace, active)
+        return T.StringType()
+    t = schema.get("type")
+    if isinstance(t, (dict, list)):
+        return _avro(t, named, namespace, active)
+    logical = schema.get("logicalType")
+    if t in ("record", "error", "enum", "fixed"):
+        ns = schema.get("namespace", namespace)
+        full = _fullname(schema["name"], ns)
+        named[full] = schema
+        if "." in schema["name"]:
+            ns = schema["name"].rsplit(".", 1)[0]
+        if t in ("record", "error"):
+            inner = active | {full}
+            fields = [
+                T.StructField(
+                    f["name"], _avro(f["type"], named, ns, inner), avro_nullable(f["type"])
+                )
+                for f in schema["fields"]
+            ]
+            return T.StructType(fields)
+        if t == "enum":
+            return T.StringType()
+        # fixed
+        return _decimal(schema) if logical == "decimal" else T.StringType()
+    if t == "array":
+        items = schema["items"]
+        return T.ArrayType(_avro(items, named, namespace, active), avro_nullable(items))
+    if t == "map":
+        values = schema["values"]
+        return T.MapType(
+            T.StringType(), _avro(values, named, namespace, active), avro_nullable(values)
+        )
+    if t == "bytes" and logical == "decimal":
+        return _decimal(schema)
+    if t in _AVRO_PRIMITIVES:
+        return _avro(t, named, namespace, active)
+    if isinstance(t, str):
+        return _avro(t, named, namespace, active)
+    raise ValueError(f"not an Avro schema: {json.dumps(schema)[:80]}")
+
+
+def _decimal(schema: dict[str, Any]) -> DataType:
+    from pyspark.sql import types as T
+
+    precision = schema.get("precision")
+    scale = int(schema.get("scale", 0))
+    if isinstance(precision, int) and 0 < precision <= _MAX_PRECISION and 0 <= scale <= precision:
+        return T.DecimalType(precision, scale)
+    return T.StringType()
+
+
+# --------------------------------------------------------------------------------------
+# Kafka Connect
+
+
+def connect_to_spark(schema: dict[str, Any] | None) -> DataType:
+    """The Spark type of a Kafka Connect schema's payloads (as zync's JSON text).
+
+    A null schema (schemaless envelope) gives StringType: the payload's JSON text.
+    """
+    from pyspark.sql import types as T
+
+    from engine.kafka.connect_json import DECIMAL_NAME, schema_type
+
+    if schema is None:
+        return T.StringType()
+    t = schema_type(schema)
+    if schema.get("name") == DECIMAL_NAME and t == "bytes":
+        params = schema.get("parameters") or {}
+        scale = int(params.get("scale", "0"))
+        precision = int(params.get("connect.decimal.precision", str(_MAX_PRECISION)))
+        if 0 < precision <= _MAX_PRECISION and 0 <= scale <= precision:
+            return T.DecimalType(precision, scale)
+        return T.StringType()
+    simple = {
+        "boolean": T.BooleanType(),
+        "int8": T.ByteType(),
+        "int16": T.ShortType(),
+        "int32": T.IntegerType(),
+        "int64": T.LongType(),
+        "float": T.FloatType(),
+        "double": T.DoubleType(),
+        "bytes": T.StringType(),
+        "string": T.StringType(),
+    }
+    if t in simple:
+        return simple[t]
+    if t == "array":
+        items = schema["items"]
+        return T.ArrayType(connect_to_spark(items), bool(items.get("optional", False)))
+    if t == "map":
+        values = schema["values"]
+        return T.MapType(
+            T.StringType(), connect_to_spark(values), bool(values.get("optional", False))
+        )
+    if t == "struct":
+        return T.StructType(
+            [
+                T.StructField(f["field"], connect_to_spark(f), bool(f.get("optional", False)))
+                for f in schema["fields"]
+            ]
+        )
+    raise ValueError(f"unknown Kafka Connect type {schema.get('type')!r}")
+
+
+# --------------------------------------------------------------------------------------
+# plain JSON
+
+
+def json_value_to_spark(values: Iterable[Any]) -> DataType:
+    """A Spark type that every JSON value in ``values`` parses into.
+
+    Integers → LongType, any float → DoubleType, objects → StructType (fields in
+    first-seen order), arrays → ArrayType of their merged elements; a path seen with
+    conflicting kinds, or only ever null / empty, → StringType (its JSON text).
+    """
+    from pyspark.sql import types as T
+
+    result: DataType | None = None
+    for value in values:
+        if value is None:
+            continue
+        one = _json_type(value)
+        result = one if result is None else merge_spark_types(result, one)
+    if result is None or isinstance(result, T.NullType):
+        return T.StringType()
+    return _no_nulltype(result)
+
+
+def _json_type(value: Any) -> DataType:
+    from pyspark.sql import types as T
+
+    if value is None:
+        return T.NullType()
+    if isinstance(value, bool):
+        return T.BooleanType()
+    if isinstance(value, int):
+        return T.LongType()
+    if isinstance(value, float):
+        return T.DoubleType()
+    if isinstance(value, str):
+        return T.StringType()
+    if isinstance(value, dict):
+        return T.StructType([T.StructField(str(k), _json_type(v), True) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        element: DataType = T.NullType()
+        for item in value:
+            element = merge_spark_types(element, _json_type(item))
+        return T.ArrayType(element, True)
+    return T.StringType()
+
+
+def _no_nulltype(dtype: DataType) -> DataType:
+    """Replace NullType (never seen with a value) by StringType, everywhere."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.NullType):
+        return T.StringType()
+    if isinstance(dtype, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, _no_nulltype(f.dataType), f.nullable) for f in dtype.fields]
+        )
+    if isinstance(dtype, T.ArrayType):
+        return T.ArrayType(_no_nulltype(dtype.elementType), dtype.containsNull)
+    if isinstance(dtype, T.MapType):
+        return T.MapType(dtype.keyType, _no_nulltype(dtype.valueType), dtype.valueContainsNull)
+    return dtype
+
+
+_INTEGRAL_ORDER = ("ByteType", "ShortType", "IntegerType", "LongType")
+
+
+def merge_spark_types(a: DataType, b: DataType) -> DataType:
+    """A type both ``a`` and ``b`` values parse into (e.g. two schema versions).
+
+    Structs: union of fields (``a``'s order, then ``b``'s new fields; all nullable where
+    either is, and fields missing on one side become nullable). Arrays and maps merge
+    their elements. Integral types widen to the larger; integral with float/double
+    gives DoubleType; decimals widen to cover both. NullType yields to the other type.
+    Any other conflict gives StringType, whose ``from_json`` value is the JSON text.
+    """
+    from pyspark.sql import types as T
+
+    if a == b:
+        return a
+    if isinstance(a, T.NullType):
+        return b
+    if isinstance(b, T.NullType):
+        return a
+    if isinstance(a, T.StructType) and isinstance(b, T.StructType):
+        b_fields = {f.name: f for f in b.fields}
+        merged: list[StructField] = []
+        for f in a.fields:
+            other = b_fields.get(f.name)
+            if other is None:
+                merged.append(T.StructField(f.name, f.dataType, True, f.metadata))
+            else:
+                merged.append(
+                    T.StructField(
+                        f.name,
+                        merge_spark_types(f.dataType, other.dataType),
+                        f.nullable or other.nullable,
+                        f.metadata,
+                    )
+                )
+        a_names = {f.name for f in a.fields}
+        merged.extend(
+            T.StructField(f.name, f.dataType, True, f.metadata)
+            for f in b.fields
+            if f.name not in a_names
+        )
+        return T.StructType(merged)
+    if isinstance(a, T.ArrayType) and isinstance(b, T.ArrayType):
+        return T.ArrayType(
+            merge_spark_types(a.elementType, b.elementType), a.containsNull or b.containsNull
+        )
+    if isinstance(a, T.MapType) and isinstance(b, T.MapType):
+        return T.MapType(
+            merge_spark_types(a.keyType, b.keyType),
+            merge_spark_types(a.valueType, b.valueType),
+            a.valueContainsNull or b.valueContainsNull,
+        )
+    a_name, b_name = type(a).__name__, type(b).__name__
+    if a_name in _INTEGRAL_ORDER and b_name in _INTEGRAL_ORDER:
+        return a if _INTEGRAL_ORDER.index(a_name) >= _INTEGRAL_ORDER.index(b_name) else b
+    numeric = (*_INTEGRAL_ORDER, "FloatType", "DoubleType")
+    if a_name in numeric and b_name in numeric:
+        return T.DoubleType()
+    if isinstance(a, T.DecimalType) and isinstance(b, T.DecimalType):
+        scale = max(a.scale, b.scale)
+        integral = max(a.precision - a.scale, b.precision - b.scale)
+        if integral + scale <= _MAX_PRECISION:
+            return T.DecimalType(integral + scale, scale)
+        return T.StringType()
+    return T.StringType()
