@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -18,12 +19,12 @@ class UserError(Exception):
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``message`` as the one-line error and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     return typer.Exit(code)
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", markup=True, soft_wrap=True)
 
 
 @contextmanager

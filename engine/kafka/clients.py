@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,10 +60,18 @@ class ErrorLog:
     """The latest client-level error librdkafka reported (e.g. all brokers down)."""
 
     last: KafkaError | None = None
+    #: the latest error that says why (refused, TLS, SASL), not just "N/M brokers are down"
+    specific: KafkaError | None = None
 
     def __call__(self, error: KafkaError) -> None:
         self.last = error
+        if error.code() != KafkaError._ALL_BROKERS_DOWN:
+            self.specific = error
         log.debug("librdkafka error: %s", error)
+
+    def reason(self, fallback: KafkaError) -> str:
+        error = self.specific or self.last or fallback
+        return str(error.str())
 
 
 def client_config(
@@ -140,19 +149,41 @@ def producer(
 def check_reachable(profile: KafkaProfile, timeout: float = 10.0) -> dict[str, Any]:
     """Ask for cluster metadata; raise :class:`KafkaUnavailable` in words if it fails.
 
-    Returns ``{topic: partition count}`` for every topic, since the answer has them.
+    Returns ``{topic: partition count}`` for every topic, since the answer has them. A
+    refused TLS handshake or SASL login fails at once; anything else (nothing listening,
+    say) is retried until ``timeout``.
     """
     errors = ErrorLog()
     admin = AdminClient(client_config(profile, errors=errors))
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        reason = errors.last.str() if errors.last else exc.args[0].str()
-        raise KafkaUnavailable(
-            f"cannot reach {where(profile)} within {timeout:g}s: {reason}. "
-            "Is the broker running? (`zync dev status`)"
-        ) from None
+    deadline = time.monotonic() + timeout
+    wait = 0.25  # grows, so a slow but healthy cluster still gets the time it needs
+    while True:
+        try:
+            metadata = admin.list_topics(timeout=max(0.1, min(wait, deadline - time.monotonic())))
+            break
+        except KafkaException as exc:
+            wait *= 2
+            admin.poll(0)  # serve the error callback: the reason (refused, TLS, SASL) is there
+            refused = errors.specific is not None and (
+                errors.specific.code() in _REFUSED or "SSL routines" in errors.specific.str()
+            )
+            if not refused and time.monotonic() < deadline:
+                continue
+            reason = errors.reason(exc.args[0])
+            hint = (
+                "Check the security settings (security_protocol, tls_*, sasl_*)"
+                if "SSL" in reason or "SASL" in reason
+                else "Is the broker running? (`zync dev status`)"
+            )
+            when = "" if refused else f" within {timeout:g}s"
+            raise KafkaUnavailable(f"cannot reach {where(profile)}{when}: {reason}. {hint}") from None
     return {name: len(t.partitions) for name, t in metadata.topics.items()}
+
+
+#: Errors no retry will fix: a TLS handshake or a SASL login the broker refused (a TLS
+#: alert after the handshake, such as "certificate required", comes as a transport error
+#: whose text names OpenSSL's "SSL routines").
+_REFUSED = frozenset({KafkaError._SSL, KafkaError._AUTHENTICATION})
 
 
 def topic_partitions(profile: KafkaProfile, topic: str, timeout: float = 10.0) -> list[int]:

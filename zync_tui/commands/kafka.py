@@ -1,0 +1,527 @@
+"""`zync produce`, `zync consume`, `zync ls`, `zync info`: the everyday Kafka commands.
+
+The lead's CLI adds them with :func:`register`. Each command takes the connection
+options (``--bootstrap-servers``, ``--registry-url``, ...) on top of ``~/.zync/kafka.json``,
+``~/.zync/schema_registry.json`` and the ``ZYNC_KAFKA_*`` / ``ZYNC_REGISTRY_*`` variables.
+Errors are one line on stderr (exit 1); Ctrl-C exits with 130 and no traceback.
+
+Run alone: ``python -m zync_tui.commands.kafka consume -t TOPIC``.
+"""
+
+# No `from __future__ import annotations`: the connection options are added to each
+# command's signature at import time, and typer needs real annotation objects.
+
+import enum
+import functools
+import inspect
+import json
+import logging
+import sys
+import typing
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from zync_tui.durations import duration_option
+from zync_tui.errors import UserError, user_errors, warn
+
+_out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+CONNECTION = "Connection (overrides ~/.zync/*.json and ZYNC_* variables)"
+
+
+class ProduceFormat(enum.StrEnum):
+    avro = "avro"
+    connect_json = "connect-json"
+    json = "json"
+
+
+class ConsumeFormat(enum.StrEnum):
+    auto = "auto"
+    avro = "avro"
+    connect_json = "connect-json"
+    json = "json"
+
+
+# --------------------------------------------------------------------------- connections
+
+_KAFKA_OPTIONS: list[tuple[str, Any, Any]] = [
+    (
+        "bootstrap_servers",
+        str | None,
+        typer.Option("--bootstrap-servers", "-b", metavar="HOST:PORT[,...]",
+                     help="Kafka brokers.", rich_help_panel=CONNECTION),
+    ),
+    (
+        "security_protocol",
+        str | None,
+        typer.Option(help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+                     rich_help_panel=CONNECTION),
+    ),
+    (
+        "sasl_mechanisms",
+        str | None,
+        typer.Option(help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", rich_help_panel=CONNECTION),
+    ),
+    ("sasl_username", str | None, typer.Option(help="SASL user.", rich_help_panel=CONNECTION)),
+    (
+        "sasl_password",
+        str | None,
+        typer.Option(help="SASL password (better: ZYNC_KAFKA_SASL_PASSWORD or kafka.json, "
+                     "which other users cannot read in the process list).",
+                     rich_help_panel=CONNECTION, show_default=False),
+    ),
+    (
+        "tls_client_cert_file",
+        Path | None,
+        typer.Option(help="Client certificate (PEM) for mutual TLS.", rich_help_panel=CONNECTION),
+    ),
+    (
+        "tls_client_key_file",
+        Path | None,
+        typer.Option(help="Client private key (PEM).", rich_help_panel=CONNECTION),
+    ),
+    (
+        "tls_server_ca_cert_file",
+        Path | None,
+        typer.Option(help="CA certificate(s) (PEM) that signed the brokers' certificates.",
+                     rich_help_panel=CONNECTION),
+    ),
+    (
+        "tls_server_insecure_skip_verify",
+        bool | None,
+        typer.Option("--tls-server-insecure-skip-verify", show_default=False,
+                     help="Do not verify the brokers' certificates (testing only).",
+                     rich_help_panel=CONNECTION),
+    ),
+]
+
+_REGISTRY_OPTIONS: list[tuple[str, Any, Any]] = [
+    (
+        "registry_url",
+        str | None,
+        typer.Option("--registry-url", "-r", metavar="URL", help="Schema Registry URL.",
+                     rich_help_panel=CONNECTION),
+    ),
+    ("registry_user", str | None, typer.Option(help="Schema Registry user.",
+                                               rich_help_panel=CONNECTION)),
+    (
+        "registry_password",
+        str | None,
+        typer.Option(help="Schema Registry password (better: ZYNC_REGISTRY_PASSWORD).",
+                     rich_help_panel=CONNECTION, show_default=False),
+    ),
+]
+
+_TIMEOUT_OPTION = (
+    "timeout",
+    float,
+    typer.Option(help="Seconds to wait for Kafka or the registry to answer.",
+                 rich_help_panel=CONNECTION),
+)
+
+
+@dataclass
+class Connection:
+    """The connection options of one command; loads profiles on demand."""
+
+    kafka_overrides: dict[str, Any]
+    registry_overrides: dict[str, Any]
+    timeout: float = 10.0
+
+    def kafka(self) -> Any:
+        from engine.config import load_kafka_profile
+
+        return _with_warnings(lambda: load_kafka_profile(self.kafka_overrides))
+
+    def registry(self, *, required: bool) -> Any:
+        """The registry profile; None when nothing configures one and it is optional."""
+        from engine.config import NotConfiguredError, load_registry_profile
+
+        try:
+            return _with_warnings(lambda: load_registry_profile(self.registry_overrides))
+        except NotConfiguredError:
+            if required:
+                raise
+            return None
+
+
+def _with_warnings(load: Callable[[], Any]) -> Any:
+    """Run ``load`` and show the warnings it raised (an exposed credentials file) on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return load()
+        finally:
+            for item in caught:
+                warn(escape(str(item.message)))
+
+
+def _quiet_librdkafka() -> None:
+    """librdkafka's log lines go to our logger; without a handler Python would print its
+    warnings on stderr, next to our one-line errors."""
+    logger = logging.getLogger("engine.kafka.librdkafka")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+
+
+def with_connection(*, kafka: bool = True, registry: bool = True) -> Callable[[Any], Any]:
+    """Add the connection options to a command, which receives them as ``conn``."""
+    options = (_KAFKA_OPTIONS if kafka else []) + (_REGISTRY_OPTIONS if registry else [])
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in inspect.signature(fn).parameters.values()
+            if p.name != "conn"
+        ]
+        extra = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                              annotation=Annotated[annotation, option])
+            for name, annotation, option in options
+        ]
+        name, annotation, option = _TIMEOUT_OPTION
+        extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=10.0,
+                                       annotation=Annotated[annotation, option]))
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            kafka_overrides = {n: kwargs.pop(n) for n, _, _ in _KAFKA_OPTIONS if n in kwargs}
+            registry_overrides = {
+                n.removeprefix("registry_"): kwargs.pop(n)
+                for n, _, _ in _REGISTRY_OPTIONS
+                if n in kwargs
+            }
+            conn = Connection(kafka_overrides, registry_overrides, kwargs.pop("timeout"))
+            _quiet_librdkafka()
+            with user_errors():
+                return fn(conn=conn, **kwargs)
+
+        params = own + extra
+        del command.__wrapped__  # typer must see the new signature, not the original's
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
+
+
+# --------------------------------------------------------------------------- produce
+
+TopicOption = Annotated[str, typer.Option("--topic", "-t", help="The topic.", show_default=False)]
+
+
+def produce(
+    conn: Connection,
+    topic: TopicOption,
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(help="JSON lines or a JSON array; '-' or nothing reads standard input.",
+                       show_default=False, metavar="FILE"),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", "-k", metavar="FIELD",
+                     help="Take each record's key from this field of the value (after.ID "
+                          "reaches nested fields)."),
+    ] = None,
+    fmt: Annotated[
+        ProduceFormat | None,
+        typer.Option("--format", "-f",
+                     help="Encoding. Default: avro when a Schema Registry is configured, "
+                          "else json.", show_default=False),
+    ] = None,
+    value_schema: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE.avsc",
+                     help="Value schema (Avro .avsc; a Connect schema with connect-json). "
+                          "Default: the subject's latest schema when the records fit it, "
+                          "else inferred."),
+    ] = None,
+    key_schema: Annotated[
+        Path | None, typer.Option(metavar="FILE.avsc", help="Key schema, likewise.")
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-N", help="Namespace of inferred Avro schemas.")
+    ] = None,
+    partitions: Annotated[
+        int, typer.Option(min=1, help="Partitions of the topic when zync creates it.")
+    ] = 1,
+    bytes_fields: Annotated[
+        str | None,
+        typer.Option(metavar="A,B", help="Fields holding base64 text to send as bytes "
+                                         "(key.X for key fields)."),
+    ] = None,
+    envelope: Annotated[
+        bool | None,
+        typer.Option("--envelope/--no-envelope", show_default=False,
+                     help='Records are {"key": ..., "value": ...} envelopes (default: '
+                          "detected, when every record is one)."),
+    ] = None,
+) -> None:
+    """Send JSON records to a topic (Avro with the Schema Registry, Connect JSON, or JSON).
+
+    Every record is checked against its schema before any is sent; a mistake names the input line and field. Registers <topic>-key / <topic>-value and creates the topic when missing.
+    """
+    from engine.kafka import produce as engine_produce
+    from engine.kafka.formats import Format
+    from engine.kafka.schemas import RegistrySchemas
+
+    profile = conn.kafka()
+    registry_profile = conn.registry(required=fmt is ProduceFormat.avro)
+    if fmt is None:
+        fmt = ProduceFormat.avro if registry_profile is not None else ProduceFormat.json
+    if not files and sys.stdin.isatty():
+        _err.print("reading JSON records from standard input (end with Ctrl-D)")
+    sources = engine_produce.read_sources(files or [])
+    records = engine_produce.load_records(sources, key_field=key, envelope=envelope)
+    options = engine_produce.ProduceOptions(
+        topic=topic,
+        format=Format.parse(fmt.value),
+        key_schema=engine_produce.load_schema_file(key_schema) if key_schema else None,
+        value_schema=engine_produce.load_schema_file(value_schema) if value_schema else None,
+        namespace=namespace,
+        bytes_fields=tuple(f.strip() for f in (bytes_fields or "").split(",") if f.strip()),
+        partitions=partitions,
+        timeout=conn.timeout,
+    )
+    registry = (
+        RegistrySchemas(registry_profile, timeout=conn.timeout)
+        if fmt is ProduceFormat.avro
+        else None
+    )
+    report = engine_produce.produce(profile, records, options, registry)
+    for line in engine_produce.describe(report):
+        _out.print(escape(line))
+
+
+# --------------------------------------------------------------------------- consume
+
+
+def consume(
+    conn: Connection,
+    topic: TopicOption,
+    from_beginning: Annotated[
+        bool, typer.Option("--from-beginning", help="Start at the oldest record.")
+    ] = False,
+    offset: Annotated[
+        int | None, typer.Option(min=0, help="Start at this offset (in every partition read).")
+    ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option("--group", "-g",
+                     help="Read as this consumer group: resume at its committed offsets and "
+                          "commit the records printed (new group: latest, or the oldest with "
+                          "--from-beginning)."),
+    ] = None,
+    partition: Annotated[
+        list[int] | None,
+        typer.Option("--partition", "-p", help="Read only this partition (repeatable)."),
+    ] = None,
+    max_records: Annotated[
+        int | None, typer.Option("--max", "-n", min=0, help="Stop after N records.")
+    ] = None,
+    exit_after: Annotated[
+        float | None,
+        typer.Option(parser=duration_option, metavar="DURATION",
+                     help="Stop after this long without a new record (250ms, 30s, 5m). "
+                          "Default: wait for records until Ctrl-C."),
+    ] = None,
+    fmt: Annotated[
+        ConsumeFormat,
+        typer.Option("--format", "-f",
+                     help="Value format; auto: Avro (magic byte 0) with the registry, "
+                          "Connect JSON ({schema, payload}), else JSON."),
+    ] = ConsumeFormat.auto,
+    key_format: Annotated[
+        ConsumeFormat | None,
+        typer.Option(help="Key format (default: auto; with auto, keys that are not JSON "
+                          "print as strings).", show_default=False),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Stop with exit code 1 at the first undecodable "
+                                            "record instead of reporting it and going on.")
+    ] = False,
+) -> None:
+    """Print a topic's records, one JSON line each: {"kafka": {...}, "key", "value"}.
+
+    Starts at the end (new records only) unless told otherwise, and waits for records until Ctrl-C, --max or --exit-after. The kafka part holds topic, partition, offset and timestamp (ms). Undecodable records are reported on stderr with topic, partition and offset, and skipped (--strict: exit 1).
+    """
+    from engine.kafka import consume as engine_consume
+    from engine.kafka.schemas import RegistrySchemas
+
+    if sum([from_beginning, offset is not None]) > 1 or (group and offset is not None):
+        raise UserError("--from-beginning, --offset and --group: choose one "
+                        "(--from-beginning may go with --group)")
+    profile = conn.kafka()
+    needs_registry = ConsumeFormat.avro in (fmt, key_format)
+    registry_profile = conn.registry(required=needs_registry)
+    schemas = (
+        RegistrySchemas(registry_profile, timeout=conn.timeout)
+        if registry_profile is not None
+        else None
+    )
+    start: str | int = engine_consume.END
+    if from_beginning:
+        start = engine_consume.BEGINNING
+    elif offset is not None:
+        start = offset
+    options = engine_consume.ConsumeOptions(
+        topic=topic,
+        start=start,
+        group=group,
+        partitions=tuple(partition) if partition else None,
+        max_records=max_records,
+        exit_after=exit_after,
+        value_format=fmt.value,
+        key_format=(key_format or ConsumeFormat.auto).value,
+        strict=strict,
+        timeout=conn.timeout,
+    )
+
+    def report(bad: Any) -> None:
+        _err.print(f"[bold red]error:[/] {escape(str(bad))}")
+
+    records = engine_consume.consume(profile, options, schemas=schemas, on_error=report)
+    out = sys.stdout
+    try:
+        for record in records:
+            out.write(engine_consume.dumps(record))
+            out.write("\n")
+            out.flush()
+    finally:
+        records.close()
+
+
+# --------------------------------------------------------------------------- ls
+
+
+def ls(
+    conn: Connection,
+    long: Annotated[bool, typer.Option("--long", "-l", help="Show each latest schema.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the Schema Registry's subjects with their latest version and schema id."""
+    from engine.kafka.schemas import RegistrySchemas
+
+    schemas = RegistrySchemas(conn.registry(required=True), timeout=conn.timeout)
+    rows = []
+    for subject in sorted(schemas.subjects()):
+        latest = schemas.latest(subject)
+        rows.append(
+            {
+                "subject": subject,
+                "version": latest.version,
+                "id": latest.schema_id,
+                "type": latest.schema.schema_type or "AVRO",
+                "schema": latest.schema.schema_str,
+            }
+        )
+    if as_json:
+        for row in rows:
+            row["schema"] = _parsed(row["schema"])
+            if not long:
+                del row["schema"]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        _err.print("no subjects")
+        return
+    if long:
+        for row in rows:
+            _out.print(
+                f"[bold]{escape(row['subject'])}[/]  version {row['version']}  id {row['id']}"
+                f"  {row['type']}"
+            )
+            _out.print(escape(json.dumps(_parsed(row["schema"]), indent=2)), highlight=False)
+            _out.print()
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("subject", "version", "id", "type"):
+        table.add_column(column, justify="right" if column in ("version", "id") else "left")
+    for row in rows:
+        table.add_row(escape(row["subject"]), str(row["version"]), str(row["id"]), row["type"])
+    _out.print(table)
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+# --------------------------------------------------------------------------- info
+
+
+def info(
+    conn: Connection,
+    topic: TopicOption,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show a topic's partitions with their low and high watermarks.
+
+    The watermarks are the broker's view: the embedded broker (Tansu) can report a high watermark below the end of the log (the base offset of its last batch), so use `zync consume` to know exactly what a partition holds.
+    """
+    from engine.kafka.clients import consumer, topic_partitions, watermarks
+
+    profile = conn.kafka()
+    partitions = topic_partitions(profile, topic, conn.timeout)
+    kafka = consumer(profile)
+    try:
+        marks = watermarks(kafka, topic, partitions, conn.timeout)
+    finally:
+        kafka.close()
+    if as_json:
+        doc = {
+            "topic": topic,
+            "partitions": [
+                {"partition": p, "low": low, "high": high} for p, (low, high) in marks.items()
+            ],
+        }
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    table = Table(title=f"{escape(topic)} (watermarks as the broker reports them)",
+                  title_justify="left", box=None, pad_edge=False)
+    for column in ("partition", "low", "high", "high - low"):
+        table.add_column(column, justify="right")
+    for p, (low, high) in marks.items():
+        table.add_row(str(p), str(low), str(high), str(high - low))
+    _out.print(table)
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def register(app: typer.Typer) -> None:
+    """Add `produce`, `consume`, `ls` and `info` to ``app`` as top-level commands."""
+    app.command(name="produce")(with_connection()(produce))
+    app.command(name="consume")(with_connection()(consume))
+    app.command(name="ls")(with_connection(kafka=False)(ls))
+    app.command(name="info")(with_connection(registry=False)(info))
+
+
+def make_app() -> typer.Typer:
+    """A typer app with just these commands (tests, ``python -m``)."""
+    app = typer.Typer(
+        no_args_is_help=True,
+        pretty_exceptions_show_locals=False,
+        rich_markup_mode="rich",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    register(app)
+    return app
+
+
+if __name__ == "__main__":
+    make_app()()
