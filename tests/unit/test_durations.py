@@ -47,3 +47,10 @@ def test_typer_parser_turns_mistakes_into_usage_errors() -> None:
 )
 def test_formats(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_duration_option_takes_a_numeric_default_as_seconds() -> None:
+    from zync_tui.durations import duration_option
+
+    assert duration_option(1.0) == 1.0
+    assert duration_option("250ms") == 0.25
