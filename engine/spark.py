@@ -32,10 +32,11 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.errors import ZyncError
 
@@ -51,7 +52,10 @@ _INSTALL_HINT = (
 )
 
 
-class JavaNotFoundError(RuntimeError):
+T = TypeVar("T")
+
+
+class JavaNotFoundError(ZyncError):
     """No Java 17/21 could be found for Spark."""
 
 
@@ -242,10 +246,41 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         builder = SparkSession.builder.appName(settings.app_name).master(settings.master)
         for key, value in conf.items():
             builder = builder.config(key, value)
-        session = builder.getOrCreate()
+        session = _with_stderr_to(spark_log_path(), builder.getOrCreate)
+        _quiet_query_context_loggers()
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_settings = session, settings
         return session
+
+
+def spark_log_path() -> Path:
+    """Where the Spark JVM's own output goes (``<zync home>/logs/spark.log``).
+
+    The JVM and its Python workers write to the stderr they were started with; pointing
+    it at a file keeps a user's terminal (and the console's screen) clean.
+    """
+    from engine.config import zync_home
+
+    return zync_home() / "logs" / "spark.log"
+
+
+def _with_stderr_to(path: Path, start: Callable[[], T]) -> T:
+    """Run ``start`` (which launches the JVM) with file descriptor 2 pointing at ``path``,
+    so the child JVM inherits the file as its stderr; ours is restored afterwards."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        return start()  # an unwritable home must not stop Spark: keep the terminal
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(log_fd, 2)
+        return start()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log_fd)
 
 
 def spark_master() -> str | None:
@@ -265,3 +300,12 @@ def stop_spark() -> None:
         if _session is not None:
             _session.stop()
         _session, _session_settings = None, None
+
+
+def _quiet_query_context_loggers() -> None:
+    """PySpark logs every failed query's context as JSON on stderr through its own
+    loggers; zync reports those failures itself, in words, so they are turned off."""
+    import logging
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).disabled = True

@@ -19,8 +19,10 @@ Other loops (ETL, to-kafka) keep their own app ids next to these, see
 from __future__ import annotations
 
 import json
+import random
 import re
 import shutil
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from engine.lake import delta
@@ -258,34 +260,40 @@ class Pool:
         """
         from engine.kafka.types import merge_spark_types
 
-        changed = False
-        merged = dict(self.meta.types)
-        for topic, new in types.items():
-            old = merged.get(topic, TopicTypes())
-            combined = TopicTypes(
-                key=_merge_json(old.key, new.key, merge_spark_types),
-                value=_merge_json(old.value, new.value, merge_spark_types),
-            )
-            if combined != old:
-                merged[topic] = combined
-                changed = True
-        if not changed:
+        def merged_with(base: Mapping[str, TopicTypes]) -> dict[str, TopicTypes]:
+            merged = dict(base)
+            for topic, new in types.items():
+                old = merged.get(topic, TopicTypes())
+                merged[topic] = TopicTypes(
+                    key=_merge_json(old.key, new.key, merge_spark_types),
+                    value=_merge_json(old.value, new.value, merge_spark_types),
+                )
+            return merged
+
+        if merged_with(self.meta.types) == self.meta.types:
             return False
-        meta = PoolMeta(kind=self.meta.kind, types=merged)
         for _ in range(MAX_COMMIT_ATTEMPTS):
+            # merge into the newest metadata: another writer may have widened the same
+            # topic's types since this snapshot, and its widening must not be lost
+            self.refresh()
+            merged = merged_with(self.meta.types)
+            if merged == self.meta.types:
+                return False
+            meta = PoolMeta(kind=self.meta.kind, types=merged)
             try:
-                self.table.alter.set_table_description(meta.to_description())
-                break
-            except Exception:  # noqa: BLE001 - a concurrent commit; reload and retry
-                self.refresh()
-                current = PoolMeta.from_description(self.table.metadata().description)
-                if current is not None:
-                    for topic, t in current.types.items():
-                        merged.setdefault(topic, t)
-                    meta = PoolMeta(kind=self.meta.kind, types=merged)
-        self.refresh()
-        self.meta = meta
-        return True
+                self.table.alter.set_table_description(
+                    meta.to_description(),
+                    commit_properties=CommitProperties(custom_metadata={"zync.op": "types"}),
+                )
+            except (delta.CommitFailedError, delta.DeltaError):
+                continue  # a concurrent commit (e.g. "Metadata changed"): merge again
+            self.refresh()
+            self.meta = meta
+            return True
+        raise PoolError(
+            f"pool {self.name!r}: gave up recording types after {MAX_COMMIT_ATTEMPTS} "
+            "conflicting commits"
+        )
 
     # -- writing ----------------------------------------------------------------------
 
@@ -294,6 +302,7 @@ class Pool:
         rows: pa.Table,
         positions: Mapping[tuple[str, int], int],
         *,
+        starts: Mapping[tuple[str, int], int] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> AppendResult:
         """Append ingested rows and their positions in one commit, exactly once.
@@ -303,17 +312,36 @@ class Pool:
         which may be past the last row (e.g. a filtered record). Rows at or below a
         position this pool already holds are dropped (another writer committed them),
         seqnos are assigned after the pool's last one, and the commit carries the new
-        positions and seqno as Delta txn actions. If another writer commits the same
-        positions or seqno concurrently, the commit fails and is re-planned.
+        positions and seqno as Delta txn actions. The commit is made only if the pool is
+        still at the version it was planned on; otherwise it is re-planned on the new
+        snapshot (so concurrent writers never commit a position or a seqno twice).
+
+        ``starts`` (optional) is, per (topic, partition), the first offset the batch
+        covers (where its consumer was positioned). If the pool's position is before
+        ``start - 1``, committing would skip the offsets in between: that raises
+        :class:`PoolError` instead (a guard against seeking bugs).
         """
         rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
+        _check_within(rows, positions)
+        delay = 0.005
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
             self.refresh()
+            planned_on = self.version
             stored = {tp: self.position(*tp) for tp in positions}
-            todo = {tp: off for tp, off in positions.items() if stored[tp] is None or off > stored[tp]}  # type: ignore[operator]
-            fresh = _drop_committed(rows, stored)
+            for tp, start in (starts or {}).items():
+                have = stored.get(tp)
+                if have is not None and start > have + 1:
+                    raise PoolError(
+                        f"pool {self.name!r}: a batch of {tp[0]}[{tp[1]}] starts at offset "
+                        f"{start} but the pool holds offsets up to {have}: committing it "
+                        "would skip records"
+                    )
+            todo = {
+                tp: off for tp, off in positions.items() if (have := stored[tp]) is None or off > have
+            }
             if not todo:
                 return AppendResult(None, 0, skipped=rows.num_rows, attempts=attempt)
+            fresh = _drop_committed(rows, stored)
             first = self.last_seqno() + 1
             table = _with_seqno(fresh, first)
             txns = {ingest_app(topic, part): off for (topic, part), off in todo.items()}
@@ -325,14 +353,20 @@ class Pool:
                     self.table,
                     table,
                     app_transactions=txns,
-                    expect_version=self.version,
+                    expect_version=planned_on,
                     metadata={"zync.op": "ingest", **(metadata or {})},
                 )
             except delta.CommitConflict:
+                # another writer committed first: back off a little (two writers that
+                # retry in lockstep would keep colliding) and re-plan on its snapshot
+                time.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, 0.5)
                 continue
             self.refresh()
             return AppendResult(
-                version=self.version,
+                # the commit was made exactly on `planned_on`; the refreshed table may
+                # already show a later writer's commit too
+                version=planned_on + 1,
                 rows=fresh.num_rows,
                 first_seqno=first if fresh.num_rows else None,
                 last_seqno=last if fresh.num_rows else None,
@@ -485,18 +519,48 @@ def _with_seqno(rows: pa.Table, first: int) -> pa.Table:
     )
 
 
+def _kafka_columns(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray]:
+    kafka = rows.column("kafka")
+    return (
+        pc.struct_field(kafka, "topic"),
+        pc.struct_field(kafka, "partition"),
+        pc.struct_field(kafka, "offset"),
+    )
+
+
+def _check_within(rows: pa.Table, positions: Mapping[tuple[str, int], int]) -> None:
+    """Every row's (topic, partition) has a position, at or after the row's offset."""
+    if rows.num_rows == 0:
+        return
+    topic, partition, offset = _kafka_columns(rows)
+    last = (
+        pa.table({"t": topic, "p": partition, "o": offset})
+        .filter(pc.is_valid(topic))
+        .group_by(["t", "p"])
+        .aggregate([("o", "max")])
+    )
+    for t, p, o in zip(
+        last.column("t").to_pylist(),
+        last.column("p").to_pylist(),
+        last.column("o_max").to_pylist(),
+        strict=True,
+    ):
+        position = positions.get((t, p))
+        if position is None or o > position:
+            raise ValueError(
+                f"rows of {t}[{p}] go up to offset {o} but the batch's position is {position}"
+            )
+
+
 def _drop_committed(rows: pa.Table, stored: Mapping[tuple[str, int], int | None]) -> pa.Table:
     """Rows whose (topic, partition) position in the pool is below their offset."""
     limits = {tp: off for tp, off in stored.items() if off is not None}
     if not limits or rows.num_rows == 0:
         return rows
-    kafka = rows.column("kafka")
-    topic = pc.struct_field(kafka, "topic")
-    partition = pc.struct_field(kafka, "partition")
-    offset = pc.struct_field(kafka, "offset")
-    keep = pc.scalar(True)
+    topic, partition, offset = _kafka_columns(rows)
+    drop = None
     for (t, p), limit in limits.items():
-        here = pc.and_(pc.equal(topic, t), pc.equal(partition, p))
-        keep = pc.and_(keep, pc.invert(pc.and_(here, pc.less_equal(offset, limit))))
-    mask = pc.fill_null(keep, True)
-    return rows.filter(mask)
+        here = pc.and_(pc.and_(pc.equal(topic, t), pc.equal(partition, p)), pc.less_equal(offset, limit))
+        drop = here if drop is None else pc.or_(drop, here)
+    assert drop is not None
+    return rows.filter(pc.invert(pc.fill_null(drop, False)))

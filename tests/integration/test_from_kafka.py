@@ -1,0 +1,357 @@
+"""from-kafka against a real broker, registry and lake: decoding, dead letters, types,
+group mirroring, --on-error fail, shapers, YAML inputs and two concurrent processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from deltalake import DeltaTable
+from typer.testing import CliRunner
+
+from engine.config import KafkaProfile, RegistryProfile
+from engine.from_kafka import (
+    BadRecord,
+    Ingest,
+    IngestError,
+    IngestInput,
+    IngestOptions,
+    load_inputs,
+)
+from engine.kafka import avro, clients
+from engine.kafka.schemas import RegistrySchemas
+from engine.lake.pools import Lake
+from engine.lake.shaper import ShaperError
+from tests.fixtures import debezium as dbz
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def kafka(broker) -> KafkaProfile:
+    return KafkaProfile(bootstrap_servers=broker.address)
+
+
+@pytest.fixture
+def reg(registry) -> RegistryProfile:
+    return RegistryProfile(url=registry.url)
+
+
+def send(profile: KafkaProfile, topic: str, records: list[tuple[int, bytes | None, bytes | None]]) -> None:
+    """Produce (partition, key, value) in order and wait for delivery."""
+    producer = clients.producer(profile)
+    for partition, key, value in records:
+        producer.produce(topic, key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def pool_rows(lake: Lake, pool: str) -> list[dict]:
+    table = DeltaTable(str(lake.pool_path(pool))).to_pyarrow_table()
+    return sorted(table.to_pylist(), key=lambda r: r["seqno"])
+
+
+def digest(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_avro_and_json_topics_with_bad_records_of_every_kind(kafka, reg, lake: Lake) -> None:
+    inv, js = name("invoices"), name("events")
+    schemas = RegistrySchemas(reg)
+    value_id = schemas.register(f"{inv}-value", dbz.AVRO_VALUE_SCHEMA)
+    key_id = schemas.register(f"{inv}-key", dbz.AVRO_KEY_SCHEMA)
+    value_schema, key_schema = avro.AvroSchema(dbz.AVRO_VALUE_SCHEMA), avro.AvroSchema(dbz.AVRO_KEY_SCHEMA)
+    clients.ensure_topic(kafka, inv, partitions=2)
+    clients.ensure_topic(kafka, js, partitions=1)
+    rnd = random.Random(7)
+    expected: dict[tuple[str, int, int], tuple[str | None, str | None]] = {}
+    bad: dict[tuple[str, int, int], str] = {}
+    records, offsets = [], {0: 0, 1: 0}
+    for i in range(300):
+        partition = i % 2
+        value = avro.encode(value_id, value_schema.parsed, dbz.event(i, rnd.choice("cru"), rnd))
+        key = avro.encode(key_id, key_schema.parsed, {"ID": i})
+        where = (inv, partition, offsets[partition])
+        if i == 11:
+            value = b'{"not": "avro"}'
+            bad[where] = "value: bad-magic"
+        elif i == 42:
+            value = b"\x00\x00\x0f\x42\x40" + value[5:]  # schema id 1,000,000
+            bad[where] = "value: unknown-schema-id"
+        elif i == 77:
+            value = value[:12]
+            bad[where] = "value: truncated"
+        elif i == 100:
+            value = None  # a tombstone is a record, not a dead letter
+        if where not in bad:
+            text = value_schema.decode_json(value[5:]) if value is not None else None
+            expected[where] = (key_schema.decode_json(key[5:]), text)
+        records.append((partition, key, value))
+        offsets[partition] += 1
+    send(kafka, inv, records)
+    json_records = []
+    for i in range(50):
+        value = b"{broken" if i == 20 else json.dumps({"n": i, "tags": ["a"] * (i % 3)}).encode()
+        if i == 20:
+            bad[(js, 0, i)] = "value: bad-json"
+        else:
+            expected[(js, 0, i)] = (json.dumps(f"k{i}"), json.dumps(json.loads(value), separators=(",", ":")))
+        json_records.append((0, f"k{i}".encode(), value))
+    send(kafka, js, json_records)
+
+    lake.create_pool("raw")
+    commits = []
+    ingest = Ingest(
+        [IngestInput(inv, "raw"), IngestInput(js, "raw")],
+        lake=lake,
+        kafka=kafka,
+        registry=reg,
+        options=IngestOptions(exit_after=1.5, max_records=120),
+    )
+    stats = ingest.run(on_commit=commits.append)
+
+    rows = pool_rows(lake, "raw")
+    assert [r["seqno"] for r in rows] == list(range(350))
+    got = {(r["kafka"]["topic"], r["kafka"]["partition"], r["kafka"]["offset"]): r for r in rows}
+    assert len(got) == 350
+    for where, (key, value) in expected.items():
+        row = got[where]
+        assert row["deadletter"] is None
+        assert (digest(row["key"]), digest(row["value"])) == (digest(key), digest(value)), where
+    for where, error in bad.items():
+        dead = got[where]["deadletter"]
+        assert dead["stage"] == "decode"
+        assert dead["error"].startswith(error), dead
+        assert got[where]["value"] is None
+    # raw bytes are kept
+    bad_magic = next(w for w, e in bad.items() if "bad-magic" in e)
+    assert got[bad_magic]["deadletter"]["value_bytes"] == b'{"not": "avro"}'
+    assert got[bad_magic]["deadletter"]["key_bytes"].startswith(b"\x00")
+    # records of a partition keep their offset order in seqnos
+    for p in (0, 1):
+        part = [r for r in rows if r["kafka"]["topic"] == inv and r["kafka"]["partition"] == p]
+        assert [r["kafka"]["offset"] for r in part] == list(range(150))
+
+    pool = lake.open_pool("raw")
+    assert pool.position(inv, 0) == 149
+    assert pool.position(inv, 1) == 149
+    assert pool.position(js, 0) == 49
+    value_type = pool.spark_types(inv)[1]
+    assert "after" in value_type.fieldNames()
+    assert pool.spark_types(js)[1].fieldNames() == ["n", "tags"]
+    assert stats.records == 350
+    assert stats.dead_letters == 4
+    assert stats.state == "stopped"
+    assert sum(c.records for c in commits) == 350
+    assert all(c.version for c in commits)
+    assert commits[-1].topic_lag() == {inv: 0, js: 0}
+
+    # positions mirrored to the consumer group zync-raw
+    group = clients.consumer(kafka, group="zync-raw")
+    committed = group.committed([TopicPartition(inv, 0), TopicPartition(inv, 1), TopicPartition(js, 0)], timeout=10)
+    assert [tp.offset for tp in committed] == [150, 150, 50]
+    group.close()
+
+    # a second run finds nothing new and commits nothing
+    version = pool.version
+    again = Ingest([IngestInput(inv, "raw"), IngestInput(js, "raw")], lake=lake, kafka=kafka,
+                   registry=reg, options=IngestOptions(exit_after=1.0)).run()
+    assert again.records == 0
+    assert lake.open_pool("raw").version == version
+
+
+def test_on_error_fail_stops_before_committing_the_bad_batch(kafka, lake: Lake, tmp_path: Path) -> None:
+    from zync_tui.commands.pool import make_app
+
+    topic = name("strict")
+    clients.ensure_topic(kafka, topic, partitions=1)
+    send(kafka, topic, [(0, None, json.dumps({"i": i}).encode()) for i in range(10)])
+    env = {"ZYNC_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "ZYNC_LAKE": str(lake.root)}
+    runner = CliRunner()
+    args = ["from-kafka", "-t", topic, "-p", "strict", "--create-pool", "--exit-after", "1s",
+            "--on-error", "fail", "--format", "json"]
+    first = runner.invoke(make_app(), args, env=env)
+    assert first.exit_code == 0, first.output
+    assert "strict v2: +10 records" in first.output
+    assert f"lag {topic}=0" in first.output
+
+    send(kafka, topic, [(0, None, b'{"i": 10}'), (0, None, b"not json"), (0, None, b'{"i": 12}')])
+    failed = runner.invoke(make_app(), args, env=env)
+    assert failed.exit_code == 1
+    assert f"cannot decode {topic}[0] offset 11: value: bad-json" in failed.output
+    assert "this batch was not committed" in failed.output
+    pool = lake.open_pool("strict")
+    assert pool.version == 2
+    assert pool.position(topic, 0) == 9
+
+    with pytest.raises(BadRecord) as caught:
+        Ingest([IngestInput(topic, "strict")], lake=lake, kafka=kafka,
+               options=IngestOptions(exit_after=1.0, on_error="fail")).run()
+    assert (caught.value.partition, caught.value.offset) == (0, 11)
+    # with dead letters (the default) the same batch goes in
+    Ingest([IngestInput(topic, "strict")], lake=lake, kafka=kafka, options=IngestOptions(exit_after=1.0)).run()
+    assert lake.open_pool("strict").position(topic, 0) == 12
+
+
+def test_yaml_inputs_many_topics_to_many_pools(kafka, lake: Lake, tmp_path: Path) -> None:
+    from zync_tui.commands.pool import make_app
+
+    a, b = name("a"), name("b")
+    for topic in (a, b):
+        clients.ensure_topic(kafka, topic, partitions=2)
+        send(kafka, topic, [(i % 2, None, json.dumps({"t": topic, "i": i}).encode()) for i in range(40)])
+    config = tmp_path / "etl.yaml"
+    config.write_text(
+        f"name: demo\ninputs:\n  - {{topic: {a}, pool: PoolA}}\n  - {{topic: {b}, pool: PoolB}}\n"
+        "outputs: [{topic: out, pool: Staging}]\ntransforms: []\n"
+    )
+    assert load_inputs(config) == [IngestInput(a, "PoolA"), IngestInput(b, "PoolB")]
+    env = {"ZYNC_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "ZYNC_LAKE": str(lake.root)}
+    result = CliRunner().invoke(
+        make_app(), ["from-kafka", str(config), "--create-pool", "--exit-after", "1s"], env=env
+    )
+    assert result.exit_code == 0, result.output
+    for pool, topic in (("PoolA", a), ("PoolB", b)):
+        rows = pool_rows(lake, pool)
+        assert len(rows) == 40
+        assert {r["kafka"]["topic"] for r in rows} == {topic}
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"inputs:\n  - {{topic: {a}, pool: P, group: x}}\n")
+    with pytest.raises(IngestError, match=r"bad.yaml: inputs\[1\]: unknown key 'group'"):
+        load_inputs(bad)
+    with pytest.raises(IngestError, match="is an input of two pools"):
+        Ingest([IngestInput(a, "P1"), IngestInput(a, "P2")], lake=lake, kafka=kafka)
+    missing = CliRunner().invoke(make_app(), ["from-kafka", "-t", "no-such-topic", "-p", "PoolA",
+                                              "--exit-after", "1s"], env=env)
+    assert missing.exit_code == 1
+    assert "topic 'no-such-topic' does not exist" in missing.output
+
+
+@pytest.mark.spark
+def test_shaper_reshapes_filters_and_dead_letters_failing_records(kafka, lake: Lake, spark) -> None:
+    topic = name("shaped")
+    clients.ensure_topic(kafka, topic, partitions=1)
+    values = [{"n": str(i), "drop": i % 10 == 9, "extra": "x"} for i in range(30)]
+    values[4]["n"] = "four"  # CAST fails under ANSI SQL: a dead letter of stage shaper
+    send(kafka, topic, [(0, f"k{i}".encode(), json.dumps(v).encode()) for i, v in enumerate(values)])
+    lake.create_pool("shaped")
+    shaper = (
+        "-- keep the number only, drop the flagged records\n"
+        "SELECT kafka, key, named_struct('n', CAST(value.n AS INT)) AS value\n"
+        "FROM batch WHERE NOT value.drop;"
+    )
+    stats = Ingest([IngestInput(topic, "shaped")], lake=lake, kafka=kafka, spark=spark,
+                   options=IngestOptions(exit_after=1.0, shaper=shaper)).run()
+    rows = pool_rows(lake, "shaped")
+    kept = [r for r in rows if r["deadletter"] is None]
+    assert [r["kafka"]["offset"] for r in kept] == [i for i in range(30) if i % 10 != 9 and i != 4]
+    assert all(r["value"] == json.dumps({"n": r["kafka"]["offset"]}, separators=(",", ":")) for r in kept)
+    dead = [r for r in rows if r["deadletter"] is not None]
+    assert [r["kafka"]["offset"] for r in dead] == [4]
+    assert dead[0]["deadletter"]["stage"] == "shaper"
+    assert "CAST_INVALID_INPUT" in dead[0]["deadletter"]["error"]
+    assert json.loads(dead[0]["deadletter"]["value_bytes"]) == values[4]
+    pool = lake.open_pool("shaped")
+    assert pool.position(topic, 0) == 29  # filtered records are consumed too
+    assert pool.spark_types(topic)[1].simpleString() == "struct<n:int>"
+    assert stats.dead_letters == 1
+
+    # a shaper that rewrites kafka is refused before anything is committed
+    send(kafka, topic, [(0, b"k", b'{"n": "1", "drop": false}')])
+    version = pool.version
+    rewrite = "SELECT named_struct('topic', kafka.topic, 'partition', kafka.partition, " \
+              "'offset', kafka.offset + 1000, 'timestamp', kafka.timestamp) AS kafka, key, value FROM batch"
+    with pytest.raises(ShaperError, match="the shaper rewrote `kafka`: it returned a row for .* offset 1030"):
+        Ingest([IngestInput(topic, "shaped")], lake=lake, kafka=kafka, spark=spark,
+               options=IngestOptions(exit_after=1.0, shaper=rewrite)).run()
+    with pytest.raises(ShaperError, match="dropped the `kafka` column"):
+        Ingest([IngestInput(topic, "shaped")], lake=lake, kafka=kafka, spark=spark,
+               options=IngestOptions(exit_after=1.0, shaper="SELECT key, value FROM batch")).run()
+    assert lake.open_pool("shaped").version == version
+
+
+def test_two_concurrent_processes_on_the_same_input_ingest_exactly_once(kafka, lake: Lake) -> None:
+    topic = name("shared")
+    clients.ensure_topic(kafka, topic, partitions=3)
+    lake.create_pool("shared")
+    total = 12_000
+    env = dict(os.environ, ZYNC_KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap_servers, ZYNC_LAKE=str(lake.root))
+    cmd = [sys.executable, "-m", "zync_tui.commands.pool", "from-kafka", "-t", topic, "-p", "shared",
+           "--max-records", "300", "--interval", "100ms", "--exit-after", "3s", "--quiet"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+
+    def produce() -> None:  # while both run, so they really race
+        producer = clients.producer(kafka)
+        for i in range(total):
+            producer.produce(topic, value=json.dumps({"i": i}).encode(), partition=i % 3)
+            if i % 500 == 499:
+                producer.flush(10)
+                time.sleep(0.05)
+        producer.flush(30)
+
+    time.sleep(1.0)
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join()
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+
+    rows = pool_rows(lake, "shared")
+    keys = [(r["kafka"]["partition"], r["kafka"]["offset"]) for r in rows]
+    assert len(keys) == len(set(keys)) == total
+    assert [r["seqno"] for r in rows] == list(range(total))
+    assert sorted(json.loads(r["value"])["i"] for r in rows) == list(range(total))
+    writers = {
+        (entry.get("zync.pid") or "?")
+        for entry in DeltaTable(str(lake.pool_path("shared"))).history()
+        if entry.get("zync.app") == "from-kafka"
+    }
+    assert len(writers) == 2, f"both processes should have committed: {writers}"
+
+
+def test_service_api_start_status_stop(kafka, lake: Lake) -> None:
+    """What `zync run` and the console use: start(), status() while running, stop()."""
+    topic = name("live")
+    clients.ensure_topic(kafka, topic, partitions=2)
+    ingest = Ingest([IngestInput(topic, "live")], lake=lake, kafka=kafka,
+                    options=IngestOptions(create_pools=True, interval=0.2))
+    assert ingest.status().state == "idle"
+    commits = []
+    ingest.start(on_commit=commits.append)
+    try:
+        send(kafka, topic, [(i % 2, None, json.dumps({"i": i}).encode()) for i in range(500)])
+        deadline = time.monotonic() + 30
+        while ingest.status().records < 500:
+            assert time.monotonic() < deadline, ingest.status()
+            assert ingest.status().state in ("starting", "running"), ingest.status().error
+            time.sleep(0.05)
+        stats = ingest.status()
+        assert stats.state == "running"
+        assert stats.last_commit is not None
+        assert stats.last_commit.pool == "live"
+        pool = stats.pool("live")
+        assert pool is not None
+        assert [(p.partition, p.lake_offset) for p in pool.partitions] == [(0, 249), (1, 249)]
+        assert pool.group == "zync-live"
+        assert ingest.running
+    finally:
+        ingest.stop()
+    assert ingest.status().state == "stopped"
+    assert not ingest.running
+    assert sum(c.records for c in commits) == 500

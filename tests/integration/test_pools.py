@@ -1,0 +1,250 @@
+"""Pools on disk: exactly-once appends, concurrent writers, types, upkeep, `zync pool`."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from typer.testing import CliRunner
+
+from engine.lake import maintenance
+from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
+from engine.lake.pools import Lake, NotAPool, PoolError, PoolNotFound, TopicTypes
+
+pytestmark = pytest.mark.integration
+
+
+def rows(topic: str, partition: int, offsets: range, *, dead: set[int] = frozenset()) -> pa.Table:
+    n = len(offsets)
+    return pa.table(
+        {
+            "kafka": pa.array(
+                [{"topic": topic, "partition": partition, "offset": o, "timestamp": None} for o in offsets],
+                KAFKA_TYPE,
+            ),
+            "key": pa.array([None if o in dead else json.dumps(o) for o in offsets], pa.string()),
+            "value": pa.array(
+                [None if o in dead else json.dumps({"n": o}) for o in offsets], pa.string()
+            ),
+            "deadletter": pa.array(
+                [
+                    {"stage": "decode", "error": "bad", "key_bytes": None, "value_bytes": b"x"}
+                    if o in dead
+                    else None
+                    for o in offsets
+                ],
+                DEADLETTER_TYPE,
+            ),
+            "marker": pa.nulls(n, MARKER_TYPE),
+        },
+        schema=ROW_SCHEMA,
+    )
+
+
+def offsets_in(pool_path: Path) -> list[tuple[str, int, int]]:
+    table = DeltaTable(str(pool_path)).to_pyarrow_table()
+    return sorted((k["topic"], k["partition"], k["offset"]) for k in table.column("kafka").to_pylist())
+
+
+def test_append_is_exactly_once_and_assigns_seqnos(lake: Lake) -> None:
+    pool = lake.create_pool("raw")
+    first = pool.append_records(rows("t", 0, range(0, 10)), {("t", 0): 9})
+    assert (first.version, first.rows, first.first_seqno, first.last_seqno) == (1, 10, 0, 9)
+    # a batch overlapping what the pool holds: only the new part goes in
+    again = pool.append_records(rows("t", 0, range(5, 15)), {("t", 0): 14})
+    assert (again.rows, again.skipped, again.first_seqno) == (5, 5, 10)
+    # everything already there: no commit at all
+    none = pool.append_records(rows("t", 0, range(5, 15)), {("t", 0): 14})
+    assert none.version is None
+    assert none.skipped == 10
+    assert pool.version == 2
+    assert pool.position("t", 0) == 14
+    assert pool.last_seqno() == 14
+    # a position may run past the rows (filtered records): an empty commit stores it
+    empty = pool.append_records(ROW_SCHEMA.empty_table(), {("t", 0): 20, ("t", 1): 3})
+    assert empty.version == 3
+    assert empty.rows == 0
+    assert pool.position("t", 0) == 20
+    assert pool.position("t", 1) == 3
+    assert offsets_in(pool.path) == [("t", 0, o) for o in range(15)]
+
+
+def test_append_refuses_rows_beyond_positions_and_gaps(lake: Lake) -> None:
+    pool = lake.create_pool("raw")
+    pool.append_records(rows("t", 0, range(0, 10)), {("t", 0): 9})
+    with pytest.raises(ValueError, match="go up to offset 19 but the batch's position is 15"):
+        pool.append_records(rows("t", 0, range(10, 20)), {("t", 0): 15})
+    with pytest.raises(ValueError, match="position is None"):
+        pool.append_records(rows("u", 0, range(0, 2)), {("t", 0): 11})
+    # a batch that starts after offset 10 would leave a hole: refused
+    with pytest.raises(PoolError, match="starts at offset 15 but the pool holds offsets up to 9"):
+        pool.append_records(rows("t", 0, range(15, 20)), {("t", 0): 19}, starts={("t", 0): 15})
+    ok = pool.append_records(rows("t", 0, range(10, 20)), {("t", 0): 19}, starts={("t", 0): 10})
+    assert ok.rows == 10
+
+
+def test_concurrent_writers_commit_every_offset_once(lake: Lake) -> None:
+    """Four writers (own DeltaTable objects, like separate processes) race over the same
+    offsets in overlapping batches: every offset lands once, seqnos stay contiguous."""
+    lake.create_pool("raw")
+    errors: list[BaseException] = []
+    results = []
+
+    def writer(seed: int) -> None:
+        import random
+
+        rnd = random.Random(seed)
+        pool = lake.open_pool("raw")
+        start = 0
+        try:
+            while start < 400:
+                end = min(400, start + rnd.randint(5, 40))
+                batch = [rows("t", p, range(start, end)) for p in (0, 1)]
+                result = pool.append_records(
+                    pa.concat_tables(batch), {("t", 0): end - 1, ("t", 1): end - 1}
+                )
+                results.append(result)
+                start = end
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert any(r.attempts > 1 for r in results) or any(r.skipped for r in results)
+    table = DeltaTable(str(lake.pool_path("raw"))).to_pyarrow_table()
+    assert offsets_in(lake.pool_path("raw")) == sorted(("t", p, o) for p in (0, 1) for o in range(400))
+    assert sorted(table.column("seqno").to_pylist()) == list(range(800))
+
+
+def test_record_types_merge_and_survive_concurrent_writers(lake: Lake) -> None:
+    from pyspark.sql import types as T
+
+    lake.create_pool("raw")
+    a, b = lake.open_pool("raw"), lake.open_pool("raw")
+    one = T.StructType([T.StructField("x", T.LongType())])
+    two = T.StructType([T.StructField("y", T.StringType())])
+    assert a.record_types({"t": TopicTypes(value=one.json())})
+    # b's snapshot predates a's change: its commit conflicts, then merges both
+    assert b.record_types({"t": TopicTypes(value=two.json())})
+    assert not b.record_types({"t": TopicTypes(value=one.json())})  # nothing new
+    value = lake.open_pool("raw").spark_types("t")[1]
+    assert [f.name for f in value.fields] == ["x", "y"]
+
+
+def test_not_a_pool_and_missing_pool_say_what_is_wrong(lake: Lake, tmp_path: Path) -> None:
+    with pytest.raises(PoolNotFound, match=r"no pool 'nope' .*zync pool create nope"):
+        lake.open_pool("nope")
+    write_deltalake(str(lake.root / "plain"), pa.table({"id": [1, 2]}))
+    with pytest.raises(NotAPool, match="not a zync pool: its description has no zync metadata"):
+        lake.open_pool("plain")
+    # zync metadata but the wrong columns
+    lake.create_pool("shaped")
+    DeltaTable(str(lake.pool_path("shaped")))  # exists
+    wrong = lake.root / "wrong"
+    write_deltalake(
+        str(wrong),
+        pa.table({"seqno": pa.array([1], pa.int64()), "kafka": ["x"]}),
+        description=json.dumps({"zync": {"kind": "raw", "types": {}}}),
+    )
+    with pytest.raises(NotAPool) as caught:
+        lake.open_pool("wrong")
+    message = str(caught.value)
+    assert "column `kafka` is string, a pool needs struct<" in message
+    assert "column `value` is missing" in message
+
+
+def test_compact_keeps_rows_positions_and_types_and_checkpoints(lake: Lake) -> None:
+    pool = lake.create_pool("raw")
+    pool.record_types({"t": TopicTypes(key='"long"', value=None)})
+    for start in range(0, 60, 10):
+        pool.append_records(rows("t", 0, range(start, start + 10), dead={start}), {("t", 0): start + 9})
+    before = pool.table.to_pyarrow_table().sort_by("seqno")
+    assert maintenance.file_counts(pool).files == 6
+    result = maintenance.compact(pool)
+    assert (result.files_removed, result.files_added) == (6, 1)
+    after = lake.open_pool("raw")
+    assert after.table.to_pyarrow_table().sort_by("seqno").equals(before)
+    assert after.position("t", 0) == 59
+    assert after.last_seqno() == 59
+    assert after.meta.types["t"].key == '"long"'
+    version = maintenance.checkpoint(after)
+    assert maintenance.last_checkpoint(after) == version == after.version
+    # vacuum: the six replaced files are older than a 0-hour retention
+    dry = maintenance.vacuum(after, retention_hours=0, dry_run=True, enforce_retention=False)
+    assert len(dry.files) == 6
+
+
+def test_upkeep_checkpoints_every_n_commits_and_compacts_small_files(lake: Lake) -> None:
+    pool = lake.create_pool("raw")
+    upkeep = maintenance.Upkeep(checkpoint_every=5, compact_small_files=8, check_every=4)
+    done = []
+    for i in range(12):
+        pool.append_records(rows("t", 0, range(i * 3, i * 3 + 3)), {("t", 0): i * 3 + 2})
+        done += upkeep.after_commit(pool)
+    assert any(d.startswith("checkpoint at version") for d in done)
+    assert any(d.startswith("compacted 8 files into 1") for d in done)
+    assert maintenance.last_checkpoint(pool) is not None
+    assert offsets_in(pool.path) == [("t", 0, o) for o in range(36)]
+
+
+def test_pool_commands(tmp_path: Path) -> None:
+    from zync_tui.commands.pool import make_app
+
+    app = make_app()
+    runner = CliRunner()
+    lake_dir = str(tmp_path / "lake")
+
+    def zync(*args: str) -> str:
+        result = runner.invoke(app, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "pool raw (raw)" in zync("pool", "create", "raw", "--lake", lake_dir)
+    failed = runner.invoke(app, ["pool", "create", "raw", "--lake", lake_dir])
+    assert failed.exit_code == 1
+    assert "already exists" in failed.output
+    zync("pool", "create", "stage", "--kind", "staging", "--lake", lake_dir)
+    pool = Lake(lake_dir).open_pool("raw")
+    for start in (0, 10):
+        pool.append_records(rows("t", 0, range(start, start + 10), dead={3}), {("t", 0): start + 9})
+    write_deltalake(str(Path(lake_dir) / "other"), pa.table({"id": [1]}))
+
+    listed = json.loads(zync("pool", "ls", "--lake", lake_dir, "--json"))
+    by_name = {p["name"]: p for p in listed["pools"]}
+    assert by_name["raw"]["rows"] == 20
+    assert by_name["raw"]["version"] == 2
+    assert by_name["stage"]["kind"] == "staging"
+    assert "not a zync pool" in listed["not_pools"]["other"]
+    assert "raw" in zync("pool", "ls", "--lake", lake_dir)
+
+    shown = json.loads(zync("pool", "show", "raw", "--lake", lake_dir, "--json"))
+    assert shown["dead_letters"] == 1
+    assert shown["dead_letters_by_stage"] == {"decode": 1}
+    assert shown["partitions"] == [
+        {"topic": "t", "partition": 0, "rows": 20, "dead_letters": 1, "min_offset": 0,
+         "max_offset": 19, "position": 19}
+    ]
+    assert [c["version"] for c in shown["commits"]][:2] == [2, 1]
+    text = zync("pool", "show", "raw", "--lake", lake_dir)
+    assert "dead letters 1 (decode: 1)" in text
+
+    assert "2 files → 1" in zync("pool", "compact", "raw", "--lake", lake_dir)
+    assert "would delete 2 file(s)" in zync(
+        "pool", "vacuum", "raw", "--lake", lake_dir, "--retention", "0", "--force", "--dry-run"
+    )
+    assert "checkpoint at version" in zync("pool", "checkpoint", "raw", "--lake", lake_dir)
+
+    missing = runner.invoke(app, ["pool", "show", "nope", "--lake", lake_dir])
+    assert missing.exit_code == 1
+    assert "no pool 'nope'" in missing.output
+    other = runner.invoke(app, ["pool", "show", "other", "--lake", lake_dir])
+    assert other.exit_code == 1
+    assert "not a zync pool" in other.output
