@@ -1,0 +1,158 @@
+"""`zync etl`, `zync pending` and `zync expired`: one ETL pass, and the records it waits
+for or gave up on. The lead wires :func:`register` into the `zync` app; the module also
+runs on its own (``python -m zync_tui.commands.etl etl CONFIG``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from zync_tui.errors import UserError, user_errors
+
+if TYPE_CHECKING:
+    from engine.etl import EtlRunner
+
+console = Console(highlight=False, soft_wrap=True)
+
+ConfigArg = Annotated[
+    Path,
+    typer.Argument(help="The ETL configuration (YAML), e.g. demo/invoices/etl.yaml.", show_default=False),
+]
+LakeOpt = Annotated[
+    Path | None,
+    typer.Option("--lake", help="The lake directory (default: $ZYNC_LAKE, else ~/.zync/lake).", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+LimitOpt = Annotated[
+    int, typer.Option("--limit", min=0, help="Show at most this many records (0: all).")
+]
+
+
+def _runner(config: Path, lake: Path | None) -> EtlRunner:
+    from engine.config import lake_path, load_spark_settings
+    from engine.etl import EtlRunner, load_config
+    from engine.lake.pools import Lake
+    from engine.spark import JavaNotFoundError, get_spark
+
+    etl_config = load_config(config)
+    root = lake if lake is not None else lake_path()
+    if not root.is_dir():
+        raise UserError(f"no lake at {root}: create pools with `zync pool create`, or pass --lake")
+    try:
+        spark = get_spark(load_spark_settings())
+    except JavaNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    return EtlRunner(etl_config, Lake(root), spark)
+
+
+def _short(text: str | None, limit: int = 60) -> str:
+    if text is None:
+        return "null"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def etl(
+    config: ConfigArg,
+    lake: LakeOpt = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print the Spark SQL and plans of a pass, without running it.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Compute and show the outputs without committing them.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run one ETL pass: outputs, completion markers and cursors in one staging commit."""
+    with user_errors():
+        runner = _runner(config, lake)
+        if explain:
+            typer.echo(runner.explain())
+            return
+        result = runner.run_pass(dry_run=dry_run)
+        if as_json:
+            _echo_json(result.to_json())
+            return
+        typer.echo(result.summary())
+        if dry_run and result.rows is not None and result.rows.num_rows:
+            table = Table("topic", "offset", "key", "value", title="outputs (not committed)")
+            for row in result.rows.to_pylist():
+                table.add_row(row["topic"], str(row["offset"]), _short(row["key"]), _short(row["value"]))
+            console.print(table)
+
+
+def pending(
+    config: ConfigArg, lake: LakeOpt = None, as_json: JsonOpt = False, limit: LimitOpt = 1000
+) -> None:
+    """List input records after the cursors that no rule has consumed yet."""
+    from engine.etl.expiry import format_age
+
+    with user_errors():
+        records = _runner(config, lake).pending(limit=limit or None)
+        if as_json:
+            _echo_json([r.to_json() for r in records])
+            return
+        if not records:
+            typer.echo("no pending records")
+            return
+        title = f"pending (first {limit})" if limit and len(records) == limit else "pending"
+        table = Table("topic", "partition", "offset", "key", "rule", "age", title=title)
+        for r in records:
+            table.add_row(
+                r.topic, str(r.partition), str(r.offset), _short(r.key), r.rule or "(none)", format_age(r.age)
+            )
+        console.print(table)
+
+
+def expired(
+    config: ConfigArg, lake: LakeOpt = None, as_json: JsonOpt = False, limit: LimitOpt = 1000
+) -> None:
+    """List input records the ETL gave up on (expire-after), with their envelope."""
+    from engine.etl.expiry import format_age
+
+    with user_errors():
+        records = _runner(config, lake).expired(limit=limit or None)
+        if as_json:
+            _echo_json([r.to_json() for r in records])
+            return
+        if not records:
+            typer.echo("no expired records")
+            return
+        title = f"expired (first {limit})" if limit and len(records) == limit else "expired"
+        table = Table("topic", "partition", "offset", "key", "rule", "age", "value", title=title)
+        for r in records:
+            table.add_row(
+                r.topic,
+                str(r.partition),
+                str(r.offset),
+                _short(r.key),
+                r.rule or "(none)",
+                format_age(r.age),
+                _short(r.value),
+            )
+        console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the top-level commands `etl`, `pending` and `expired` to ``app``."""
+    app.command("etl")(etl)
+    app.command("pending")(pending)
+    app.command("expired")(expired)
+
+
+def main() -> None:
+    app = typer.Typer(no_args_is_help=True, pretty_exceptions_show_locals=False)
+    register(app)
+    app()
+
+
+if __name__ == "__main__":
+    main()
