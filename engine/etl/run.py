@@ -9,12 +9,16 @@ A pass (:meth:`EtlRunner.run_pass`):
 3. reads, per raw pool, only the files that may hold rows with ``seqno >= floor``
    (Delta statistics) and keeps the input records above the cursors; reads the ETL's
    markers above the cursors from staging files with ``seqno >= marker-floor``; the
-   *candidates* are those records no marker covers (a Spark anti-join);
-4. assigns each candidate the first matching rule and plans every rule in Spark
-   (:mod:`engine.etl.rules`, :mod:`engine.etl.txn`); one Spark job collects every
-   candidate's fate (processed / expired / pending) and every output, as Arrow;
-5. orders the outputs (DESIGN.md, decision 5), gives them contiguous offsets per output
-   topic, advances cursors and floors, and commits outputs + markers + positions with
+   *candidates* are those records no marker covers (a set filter, or a broadcast
+   anti-join when there are many markers);
+4. assigns each candidate the first matching rule (the candidates are cached once) and
+   plans every rule in Spark (:mod:`engine.etl.rules`, :mod:`engine.etl.txn`): small
+   sides are broadcast, so one Spark job collects every candidate's fate (processed or
+   pending) and every output (JSON made by ``to_json`` on the executors), as Arrow;
+5. on the driver, vectorized over those rows (no per-row Python): decides expiry
+   (:mod:`engine.etl.expiry`), orders the outputs (DESIGN.md, decision 5), gives them
+   contiguous offsets per output topic, advances cursors and floors, and commits
+   outputs + markers + positions with
    ``staging.commit_rows(..., expect_version=V)``. When another writer moved staging
    past V the commit fails and the pass re-plans from step 2 (bounded attempts), so two
    concurrent passes never both commit the same outputs.

@@ -45,6 +45,7 @@ STAGING = "staging"
 KINDS = (RAW, STAGING)
 SEQNO_APP = "zync.seqno"
 MAX_COMMIT_ATTEMPTS = 50
+CHECKPOINT_EVERY = 100
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$")
 
 
@@ -402,7 +403,9 @@ class Pool:
             expect_version=expect_version,
             metadata=metadata,
         )
-        self.table = delta.open_table(self.path)
+        self.table.update_incremental()
+        if self.version % CHECKPOINT_EVERY == 0:
+            self.table.create_checkpoint()  # keeps loading and committing cheap
         return self.version
 
     # -- reading ----------------------------------------------------------------------
