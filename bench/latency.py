@@ -1,0 +1,291 @@
+"""Benchmark: to-kafka latency and throughput.
+
+    .venv/bin/python bench/latency.py [--commits 200] [--records 1000000] [--format avro]
+
+1. Starts a private Tansu broker and Schema Registry (engine.devstack, free ports, a
+   temporary directory; both stopped at the end), and a lake in the same directory.
+2. **Latency**: a continuous :class:`engine.to_kafka.Delivery` runs on a staging pool
+   while ``--commits`` small staging commits (5 records each, 50-300 ms apart) are made;
+   a read_committed consumer notes when each record shows up. Latency of a commit = the
+   moment its last record is visible to the consumer - the moment the Delta commit
+   returned. Prints the median, p95 and max (goal: median <= 1 s, p95 <= 2 s).
+3. **Throughput**: ``--records`` outputs (~200-byte invoices, 100,000 per commit) are
+   staged; a to-kafka run (non-continuous, in this process: read the position back,
+   read staging, encode, produce in transactions) is timed from its start to its end.
+   **Ceiling**: the same keys and values, already encoded, produced by a plain
+   confluent-kafka producer (zync's idempotent producer settings, no transactions, no
+   headers) to a fresh topic, timed until flushed. Prints both and to-kafka / ceiling
+   (goal: >= 60%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _types() -> Any:
+    from pyspark.sql import types as T
+
+    from engine.lake.pools import TopicTypes
+
+    key = T.StructType([T.StructField("ID", T.LongType())])
+    value = T.StructType(
+        [
+            T.StructField("ID", T.LongType()),
+            T.StructField("customer", T.StringType()),
+            T.StructField("item", T.StringType()),
+            T.StructField("amount", T.DoubleType()),
+            T.StructField("invoice_status", T.StringType()),
+            T.StructField("note", T.StringType()),
+        ]
+    )
+    return TopicTypes(key=key.json(), value=value.json())
+
+
+def _record(i: int) -> tuple[str, str]:
+    key = json.dumps({"ID": i % 50_000}, separators=(",", ":"))
+    value = json.dumps(
+        {
+            "ID": i % 50_000,
+            "customer": f"customer number {i % 997}",
+            "item": f"item {i % 113} of the catalogue",
+            "amount": round(i * 0.37, 2),
+            "invoice_status": ("pending", "paid", "closed")[i % 3],
+            "note": None
+            if i % 10 == 0
+            else (
+                f"order {i} delivered to the front desk of building {i % 31}, signed by the "
+                "recipient; invoice sent by e-mail, payment due in thirty days"
+            ),
+        },
+        separators=(",", ":"),
+    )
+    return key, value
+
+
+def _stage(pool: Any, topic: str, first: int, count: int) -> int:
+    import pyarrow as pa
+
+    from engine.lake.envelope import ROW_SCHEMA
+
+    records = [_record(first + i) for i in range(count)]
+    rows = pa.table(
+        {
+            "kafka": pa.array(
+                [
+                    {"topic": topic, "partition": 0, "offset": first + i, "timestamp": None}
+                    for i in range(count)
+                ],
+                ROW_SCHEMA.field("kafka").type,
+            ),
+            "key": pa.array([k for k, _ in records], pa.string()),
+            "value": pa.array([v for _, v in records], pa.string()),
+            "deadletter": pa.nulls(count, ROW_SCHEMA.field("deadletter").type),
+            "marker": pa.nulls(count, ROW_SCHEMA.field("marker").type),
+        },
+        schema=ROW_SCHEMA,
+    )
+    pool.refresh()
+    return pool.commit_rows(rows, expect_version=pool.version)
+
+
+def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dict[str, float]:
+    from confluent_kafka import TopicPartition
+
+    from engine.kafka.clients import consumer, ensure_topic
+    from engine.to_kafka import Delivery
+
+    topic = f"latency-{int(time.time())}"
+    pool = lake.create_pool("LatencyStaging", "staging", exist_ok=True)
+    pool.record_types({topic: _types()})
+    ensure_topic(kafka, topic)
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        # jdbc messages carry their pool offset only as anchors (the first and last of a
+        # transaction, ...): the ones in between follow the previous one by one
+        reader = consumer(kafka, extra={"fetch.wait.max.ms": "10"})
+        reader.assign([TopicPartition(topic, 0, 0)])
+        current = -1
+        while not stop.is_set():
+            for message in reader.consume(1000, 0.05):
+                if message.error() is None:
+                    anchor = dict(message.headers() or []).get("zync.offset")
+                    current = int(anchor) if anchor is not None else current + 1
+                    seen[current] = time.time()
+        reader.close()
+
+    delivery = Delivery(lake, pool.name, topic, kafka=kafka, registry=registry, format=fmt)
+    runner = threading.Thread(
+        target=delivery.run, args=(stop,), kwargs={"continuous": True}, daemon=True
+    )
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    runner.start()
+    per_commit = 5
+    rng = random.Random(1)
+    _stage(pool, topic, 0, per_commit)  # warm-up: schemas registered, first transaction
+    _wait(lambda: per_commit - 1 in seen, 60, "the warm-up commit")
+    committed: list[tuple[int, float]] = []
+    offset = per_commit
+    for _ in range(commits):
+        time.sleep(rng.uniform(0.05, 0.3))
+        _stage(pool, topic, offset, per_commit)
+        offset += per_commit
+        committed.append((offset - 1, time.time()))
+    _wait(lambda: offset - 1 in seen, 60, "the last commit")
+    stop.set()
+    runner.join(30)
+    watcher.join(5)
+    latencies = sorted(seen[last] - at for last, at in committed)
+    return {
+        "median": statistics.median(latencies),
+        "p95": latencies[int(0.95 * (len(latencies) - 1))],
+        "max": latencies[-1],
+    }
+
+
+def throughput(lake: Any, kafka: Any, registry: Any, records: int, fmt: str) -> dict[str, float]:
+    from engine.kafka.clients import ensure_topic, producer
+    from engine.kafka.formats import Format
+    from engine.to_kafka import Delivery, PartCodec
+
+    topic = f"throughput-{int(time.time())}"
+    pool = lake.create_pool("BenchStaging", "staging", exist_ok=True)
+    pool.record_types({topic: _types()})
+    started = time.monotonic()
+    for first in range(0, records, 100_000):
+        _stage(pool, topic, first, min(100_000, records - first))
+    print(f"staged {records:,} records in {time.monotonic() - started:.1f}s", flush=True)
+
+    delivery = Delivery(lake, pool.name, topic, kafka=kafka, registry=registry, format=fmt)
+    cpu = _cpu()
+    started = time.monotonic()
+    status = delivery.run()
+    zync_seconds = time.monotonic() - started
+    zync_cpu = _cpu() - cpu
+    assert status.delivered_offset == records - 1, status
+
+    # the ceiling: the same encoded bytes through a plain producer
+    pool.refresh()
+    table = pool.table.to_pyarrow_dataset().to_table(columns=["key", "value"])
+    key_type, value_type = pool.spark_types(topic)
+    keys = PartCodec(Format(fmt), key_type, "bench_key")
+    values = PartCodec(Format(fmt), value_type, "bench_value")
+    if fmt == "avro":
+        keys.schema_id = values.schema_id = 1
+    key_bytes = keys.encode(table.column("key").to_pylist())
+    value_bytes = values.encode(table.column("value").to_pylist())
+    plain_topic = f"ceiling-{int(time.time())}"
+    ensure_topic(kafka, plain_topic)
+    plain = producer(kafka)
+    produce = plain.produce
+    cpu = _cpu()
+    started = time.monotonic()
+    for key, value in zip(key_bytes, value_bytes, strict=True):
+        while True:
+            try:
+                produce(plain_topic, value, key, partition=0)
+                break
+            except BufferError:
+                plain.poll(0.05)
+    left = plain.flush(300)
+    ceiling_seconds = time.monotonic() - started
+    ceiling_cpu = _cpu() - cpu
+    assert left == 0
+    avg = sum(len(v) for v in value_bytes[:10_000]) / 10_000
+    return {
+        "zync": records / zync_seconds,
+        "ceiling": records / ceiling_seconds,
+        "zync_seconds": zync_seconds,
+        "ceiling_seconds": ceiling_seconds,
+        "zync_cpu": zync_cpu,
+        "ceiling_cpu": ceiling_cpu,
+        "value_bytes": avg,
+    }
+
+
+def _cpu() -> float:
+    """CPU seconds this process used so far (all threads, user + system)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commits", type=int, default=200)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--format", default="avro", choices=["avro", "json", "connect-json"])
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args()
+
+    from engine import devstack
+    from engine.config import KafkaProfile, RegistryProfile
+    from engine.lake.pools import Lake
+
+    with tempfile.TemporaryDirectory(prefix="zync-bench-") as tmp:
+        root = Path(tmp)
+        (root / "broker").mkdir()
+        (root / "registry").mkdir()
+        broker = devstack.start_broker(root / "broker", port=0, timeout=60)
+        registry_process = devstack.start_registry(root / "registry", port=0, timeout=60)
+        try:
+            kafka = KafkaProfile(bootstrap_servers=f"{devstack.HOST}:{broker.port}")
+            registry = RegistryProfile(url=registry_process.address)
+            lake = Lake(root / "lake")
+            if not args.skip_latency:
+                figures = latency(lake, kafka, registry, args.commits, args.format)
+                print(
+                    f"latency over {args.commits} commits (commit -> visible to a consumer): "
+                    f"median {figures['median'] * 1000:.0f} ms, p95 {figures['p95'] * 1000:.0f} ms, "
+                    f"max {figures['max'] * 1000:.0f} ms",
+                    flush=True,
+                )
+            if not args.skip_throughput:
+                figures = throughput(lake, kafka, registry, args.records, args.format)
+                print(
+                    f"throughput, {args.records:,} records ({args.format}, values ~"
+                    f"{figures['value_bytes']:.0f} bytes): to-kafka {figures['zync']:,.0f} records/s "
+                    f"({figures['zync_seconds']:.1f}s), plain producer {figures['ceiling']:,.0f} "
+                    f"records/s ({figures['ceiling_seconds']:.1f}s): "
+                    f"{100 * figures['zync'] / figures['ceiling']:.0f}% of the ceiling",
+                    flush=True,
+                )
+                print(
+                    f"CPU time of this process: to-kafka {figures['zync_cpu']:.1f}s, plain producer "
+                    f"{figures['ceiling_cpu']:.1f}s (the broker's is not counted); load average "
+                    f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+                    flush=True,
+                )
+        finally:
+            devstack.stop_process(registry_process)
+            devstack.stop_process(broker)
+
+
+if __name__ == "__main__":
+    main()

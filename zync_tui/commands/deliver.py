@@ -1,0 +1,227 @@
+"""`zync to-kafka`: deliver a staging pool's outputs to Kafka topics, exactly once.
+
+The lead's CLI adds it with :func:`register`; it also runs alone
+(``python -m zync_tui.commands.deliver to-kafka -t TOPIC -p POOL``).
+"""
+
+# No `from __future__ import annotations`: `with_connection` rebuilds the signature at
+# import time and typer needs real annotation objects.
+
+import enum
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from zync_tui.commands.kafka import Connection, with_connection
+from zync_tui.errors import UserError
+
+_out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class OutputFormat(enum.StrEnum):
+    avro = "avro"
+    connect_json = "connect-json"
+    json = "json"
+
+
+class EnvelopeChoice(enum.StrEnum):
+    jdbc = "jdbc"
+    differential = "differential"
+
+
+LakeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--lake",
+        help="The lake directory (default: $ZYNC_LAKE, else ~/.zync/lake).",
+        show_default=False,
+    ),
+]
+
+
+def status_line(message: str, at: float | None = None) -> None:
+    """Print one status line: the time, then the message."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(at if at is not None else time.time()))
+    _out.print(f"[dim]{stamp}[/] {escape(message)}")
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event, what: str) -> Iterator[None]:
+    """SIGINT/SIGTERM set ``stop`` (the loops finish what is in flight); a second
+    Ctrl-C aborts at once (exit 130)."""
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        _err.print(f"{name}: stopping after {what} in flight (Ctrl-C again to abort)")
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def resolve_lake(lake: Path | None) -> Any:
+    from engine.config import lake_path
+    from engine.lake.pools import Lake
+
+    root = lake if lake is not None else lake_path()
+    if not root.is_dir():
+        raise UserError(
+            f"no lake at {root}: nothing is staged there (pass --lake, or set ZYNC_LAKE)"
+        )
+    return Lake(root)
+
+
+def to_kafka(
+    conn: Connection,
+    config: Annotated[
+        Path | None,
+        typer.Argument(
+            help="An ETL configuration (YAML): deliver each of its `outputs:`.", show_default=False
+        ),
+    ] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option(
+            "--topic", "-t", help="The output topic (and staging topic).", show_default=False
+        ),
+    ] = None,
+    pool: Annotated[
+        str | None, typer.Option("--pool", "-p", help="The staging pool.", show_default=False)
+    ] = None,
+    continuous: Annotated[
+        bool,
+        typer.Option(
+            "--continuous",
+            "-c",
+            help="Keep running and deliver new staging commits within a second, "
+            "until Ctrl-C or SIGTERM.",
+        ),
+    ] = False,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="How keys and values are encoded.")
+    ] = OutputFormat.avro,
+    envelope: Annotated[
+        EnvelopeChoice,
+        typer.Option(
+            help="jdbc: key and value as staged (null value = tombstone); "
+            "differential: update {record, time, diff} and progress {time, count} "
+            "messages, one time per staging commit."
+        ),
+    ] = EnvelopeChoice.jdbc,
+    shaper: Annotated[
+        Path | None,
+        typer.Option(
+            help="A Spark SQL SELECT over the view `records` reshaping each record; "
+            "must return kafka (unchanged), key and value.",
+            show_default=False,
+        ),
+    ] = None,
+    partitions: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Partitions of a topic created here (records are partitioned by key)."
+        ),
+    ] = 1,
+    replication: Annotated[
+        int, typer.Option(min=1, help="Replication factor of a topic created here.")
+    ] = 1,
+    batch: Annotated[
+        int, typer.Option(min=1, help="At most this many records per Kafka transaction.")
+    ] = 100_000,
+    lake: LakeOption = None,
+) -> None:
+    """Deliver staging outputs to Kafka, exactly once and in pool-offset order.
+
+    Give -t TOPIC -p POOL, or an ETL configuration whose outputs to deliver. Creates missing topics. The position is read back from the topic on start, so a restart (even after kill -9) neither loses nor repeats a record. One to-kafka per topic at a time.
+    """
+    from engine.to_kafka import deliver_outputs
+
+    if config is not None:
+        if topic or pool:
+            raise UserError("give either a configuration or --topic/--pool, not both")
+        from engine.etl.config import load_config
+
+        outputs = [(o.pool, o.topic) for o in load_config(config).outputs]
+    else:
+        if not topic or not pool:
+            raise UserError("give --topic and --pool (or an ETL configuration)")
+        outputs = [(pool, topic)]
+    the_lake = resolve_lake(lake)
+    registry = conn.registry(required=fmt is OutputFormat.avro)
+    if shaper is not None and not shaper.is_file():
+        raise UserError(f"{shaper}: no such shaper file")
+    spark: Callable[[], Any] | None = None
+    if shaper is not None:
+
+        def spark() -> Any:
+            from engine.config import load_spark_settings
+            from engine.spark import get_spark
+
+            return get_spark(load_spark_settings())
+
+    stop = threading.Event()
+    with stop_on_signals(stop, "the transaction"):
+        statuses = deliver_outputs(
+            the_lake,
+            outputs,
+            stop=stop,
+            on_event=lambda event: status_line(event.message, event.at),
+            continuous=continuous,
+            kafka=conn.kafka(),
+            registry=registry,
+            format=fmt.value,
+            envelope=envelope.value,
+            shaper=shaper,
+            partitions=partitions,
+            replication=replication,
+            spark=spark,
+            batch_records=batch,
+        )
+    for status in statuses:
+        delivered = "-" if status.delivered_offset is None else status.delivered_offset
+        status_line(
+            f"{status.topic}: {status.records_delivered} message(s) produced; delivered up to "
+            f"pool offset {delivered}"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `to-kafka` to ``app`` as a top-level command."""
+    app.command(name="to-kafka")(with_connection()(to_kafka))
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer(
+        no_args_is_help=True,
+        pretty_exceptions_show_locals=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """zync to-kafka, standalone."""
+
+    return app
+
+
+if __name__ == "__main__":
+    make_app()()

@@ -1,0 +1,167 @@
+"""`zync run CONFIG`: from-kafka, ETL and to-kafka loops in one process, headless.
+
+One status line per event (a commit, a pass, a delivery, an error); SIGINT or SIGTERM
+stops the loops cleanly, each finishing its commit in flight. The lead's CLI adds it
+with :func:`register`; it also runs alone (``python -m zync_tui.commands.run run CONFIG``).
+"""
+
+# No `from __future__ import annotations`: `with_connection` rebuilds the signature at
+# import time and typer needs real annotation objects.
+
+import enum
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from zync_tui.commands.deliver import (
+    EnvelopeChoice,
+    LakeOption,
+    OutputFormat,
+    resolve_lake,
+    status_line,
+    stop_on_signals,
+)
+from zync_tui.commands.kafka import Connection, with_connection
+from zync_tui.durations import duration_option
+from zync_tui.errors import UserError
+
+
+class Loop(enum.StrEnum):
+    from_kafka = "from-kafka"
+    etl = "etl"
+    to_kafka = "to-kafka"
+
+
+def run(
+    conn: Connection,
+    config: Annotated[
+        Path,
+        typer.Argument(
+            help="The ETL configuration (YAML), e.g. demo/invoices/etl.yaml.", show_default=False
+        ),
+    ],
+    etl_interval: Annotated[
+        float,
+        typer.Option(
+            parser=duration_option,
+            metavar="DURATION",
+            help="At most one ETL pass per interval (a pass runs when a raw pool "
+            "gets a new commit).",
+        ),
+    ] = 1.0,
+    fmt: Annotated[
+        OutputFormat | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Output topics' format (default: avro when a "
+            "Schema Registry is configured, else json).",
+            show_default=False,
+        ),
+    ] = None,
+    envelope: Annotated[
+        EnvelopeChoice, typer.Option(help="Output envelope: jdbc or differential.")
+    ] = EnvelopeChoice.jdbc,
+    partitions: Annotated[
+        int, typer.Option(min=1, help="Partitions of output topics created here.")
+    ] = 1,
+    only: Annotated[
+        list[Loop] | None,
+        typer.Option(
+            "--only",
+            help="Run only this loop (repeatable), e.g. to place the loops on different "
+            "hosts. A second to-kafka for the same topic is refused; a second ETL is harmless.",
+            show_default=False,
+        ),
+    ] = None,
+    spark_master: Annotated[
+        str | None,
+        typer.Option(help="Spark master (default: spark.json, else local[*]).", show_default=False),
+    ] = None,
+    lake: LakeOption = None,
+) -> None:
+    """Run from-kafka, ETL and to-kafka for CONFIG until Ctrl-C or SIGTERM.
+
+    Creates the configuration's pools when missing. Prints one line per event.
+    """
+    from engine.services import FAILED, Pipeline
+
+    if not config.is_file():
+        raise UserError(f"{config}: no such ETL configuration file")
+    the_lake = resolve_lake(lake) if lake is not None else _default_lake()
+    registry = conn.registry(required=fmt is OutputFormat.avro)
+
+    def spark() -> Any:
+        from engine.config import load_spark_settings
+        from engine.spark import get_spark
+
+        return get_spark(load_spark_settings(spark_master))
+
+    pipeline = Pipeline(
+        config,
+        the_lake,
+        kafka=conn.kafka(),
+        registry=registry,
+        spark=spark,
+        etl_interval=etl_interval,
+        format=None if fmt is None else fmt.value,
+        envelope=envelope.value,
+        partitions=partitions,
+        on_event=lambda event: status_line(f"{event.service:<10} {event.message}", event.at),
+    )
+    for note in pipeline.prepare():
+        status_line(note)
+    loops = ", ".join(loop.value for loop in only) if only else "from-kafka, etl, to-kafka"
+    status_line(
+        f"running {pipeline.config.name} ({loops}): lake {the_lake.root}, Kafka at "
+        f"{pipeline.kafka.bootstrap_servers}; Ctrl-C or SIGTERM stops"
+    )
+    stop = threading.Event()
+    with stop_on_signals(stop, "the commits"):
+        pipeline.start(None if not only else [loop.value for loop in only])
+        try:
+            while not stop.wait(0.2):
+                if any(s.state == FAILED for s in pipeline.status().values()):
+                    break
+        finally:
+            pipeline.stop()
+    failed = pipeline.failed()
+    if failed:
+        name, error = next(iter(failed.items()))
+        raise UserError(f"{name} failed: {error}")
+    status_line("stopped")
+
+
+def _default_lake() -> Any:
+    from engine.config import lake_path
+    from engine.lake.pools import Lake
+
+    root = lake_path()
+    root.mkdir(parents=True, exist_ok=True)
+    return Lake(root)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run` to ``app`` as a top-level command."""
+    app.command(name="run")(with_connection()(run))
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer(
+        no_args_is_help=True,
+        pretty_exceptions_show_locals=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """zync run, standalone."""
+
+    return app
+
+
+if __name__ == "__main__":
+    make_app()()
