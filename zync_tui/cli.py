@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from zync_tui.commands import dev
+from zync_tui.commands import console, deliver, dev, etl, kafka, pool, run
 
 app = typer.Typer(
     name="zync",
@@ -21,6 +21,12 @@ app = typer.Typer(
 )
 
 app.add_typer(dev.app, name="dev")
+kafka.register(app)  # produce, consume, ls, info
+pool.register(app)  # pool ..., from-kafka, query
+etl.register(app)  # etl, pending, expired
+deliver.register(app)  # to-kafka
+run.register(app)  # run
+console.register(app)  # tui, demo
 
 
 @app.command()

@@ -1,0 +1,173 @@
+"""A deterministic backend for console tests: fixed clock, canned snapshots, no services.
+
+It returns the engine's own snapshot types (engine.observe), so the console renders
+exactly what it would for a real pipeline, and it records every call, so tests can assert
+on what a key did. ``pass_gate`` makes an ETL pass block until the test releases it (a
+"30-second pass" without waiting 30 seconds).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+from engine.observe import (
+    DeadLetter,
+    EtlReport,
+    EtlSnapshot,
+    RecordRow,
+    TopicSnapshot,
+    TopicsReport,
+)
+from zync_tui.console.backend import LogEntry, LoopView, PassOutcome
+
+T0 = 1_763_780_400.0  # 2025-11-22 03:00:00 UTC
+
+
+def envelope(topic: str, offset: int, key: dict, after: dict, op: str = "c") -> dict:
+    return {
+        "seqno": offset,
+        "kafka": {"topic": topic, "partition": 0, "offset": offset, "timestamp": "2025-11-22T02:59:00Z"},
+        "key": key,
+        "value": {"before": None, "after": after, "op": op, "source": {"ts_ms": 1_763_780_340_000, "db": "inventory"}},
+    }
+
+
+DAN = RecordRow(
+    etl="invoices",
+    topic="Invoices",
+    partition=0,
+    offset=3,
+    key='{"ID":103}',
+    rule="new-invoice",
+    age_seconds=42.0,
+    status="pending",
+    envelope=envelope("Invoices", 3, {"ID": 103}, {"ID": 103, "customer": "Dan", "item": "beans"}),
+)
+EVE = RecordRow(
+    etl="invoices",
+    topic="Invoices",
+    partition=0,
+    offset=4,
+    key='{"ID":104}',
+    rule="new-invoice",
+    age_seconds=7300.0,
+    status="expired",
+    envelope=envelope("Invoices", 4, {"ID": 104}, {"ID": 104, "customer": "Eve", "item": "salsa"}),
+)
+
+
+class FakeBackend:
+    title = "zync · invoices"
+
+    def __init__(self, *, read_only: bool = False, demo: bool = False, kafka_down: bool = False) -> None:
+        self.read_only = read_only
+        self.demo = demo
+        self.kafka_down = kafka_down
+        self.lake_missing = False
+        self.calls: list[str] = []
+        self.states = {"from-kafka": "running", "etl": "running", "to-kafka": "stopped"}
+        self.failing: dict[str, str] = {}
+        self.pass_gate: threading.Event | None = None
+        self.pass_entered = threading.Event()
+        self.batches = 4
+        self.log: list[LogEntry] = [
+            LogEntry(T0 + 1, "INFO", "from-kafka", "Raw v3: 8 records (Invoices 4, InvoiceStatus 4)"),
+            LogEntry(T0 + 2, "INFO", "etl", "pass: consumed 8 · output 3 · expired 0 · pending 1"),
+            LogEntry(T0 + 3, "WARNING", "to-kafka", "NewInvoices: topic created with 1 partition"),
+        ]
+        self.topics_calls = 0
+
+    # snapshots
+    def start(self) -> list[str]:
+        self.calls.append("start")
+        return ["lake /lake"]
+
+    def topics(self) -> TopicsReport:
+        self.topics_calls += 1
+        if self.lake_missing:
+            return TopicsReport(taken_at=T0, lake_error="lake path /lake is missing")
+        kafka_error = "cannot reach Kafka at 127.0.0.1:PORT (PLAINTEXT) within 3s: Connection refused" if self.kafka_down else None
+        hist = (0.0, 2.0, 4.0, 0.0, 1.0, 3.0, 0.0, 0.0)
+        rows = (
+            TopicSnapshot("Invoices", 0, "Raw", "in", 0, 4, 3, 0, 0.0, 0.0, 0.4, hist, 0),
+            TopicSnapshot("InvoiceStatus", 0, "Raw", "in", 0, 6, 3, 2, 12.0, 11.5, 0.6, hist[::-1], 1),
+            TopicSnapshot("NewInvoices", 0, "Staging", "out", 0, 3, 2, None, None, None, 0.3, hist, 0),
+        )
+        if self.kafka_down:
+            rows = tuple(replace(r, low=None, high=None, lag_records=None, lag_seconds=None,
+                                 source_lag_seconds=None, error=kafka_error) for r in rows)
+        return TopicsReport(taken_at=T0, topics=rows, kafka_error=kafka_error)
+
+    def etl(self) -> EtlReport:
+        rows = (
+            EtlSnapshot("invoices", "new-invoice", "Invoices", 0, 2, 3, 1, 0),
+            EtlSnapshot("invoices", "new-invoice", "InvoiceStatus", 0, 2, 3, 0, 0),
+            EtlSnapshot("invoices", "status-update", "InvoiceStatus", 0, 2, 0, 0, 0),
+        )
+        return EtlReport(taken_at=T0, rows=rows, pending=(DAN,), expired=(EVE,), staging_version=5)
+
+    def loops(self) -> list[LoopView]:
+        out = []
+        for name in ("from-kafka", "etl", "to-kafka"):
+            state = self.states[name]
+            error = self.failing.get(name)
+            if error:
+                state = "failed"
+            out.append(LoopView(name, state, version=3 if name != "to-kafka" else None,
+                                committed_at=T0 + 60 if name != "to-kafka" else None,
+                                records=8 if name == "from-kafka" else (4 if name == "etl" else None),
+                                rate=2.5 if state == "running" else None, error=error))
+        return out
+
+    def dead_letters(self) -> list[DeadLetter]:
+        return [DeadLetter("Raw", "InvoiceStatus", 0, 5, "decode", "bad-magic: first byte is 0x7b, not 0", None, b'{"oops": 1}', 9)]
+
+    # control
+    def start_loop(self, name: str) -> None:
+        self.calls.append(f"start {name}")
+        if self.read_only:
+            raise PermissionError("read-only")
+        self.states[name] = "running"
+
+    def stop_loop(self, name: str) -> None:
+        self.calls.append(f"stop {name}")
+        if self.read_only:
+            raise PermissionError("read-only")
+        self.states[name] = "stopped"
+
+    def run_etl_pass(self) -> PassOutcome:
+        self.calls.append("pass")
+        self.pass_entered.set()
+        if self.pass_gate is not None:
+            if not self.pass_gate.wait(60):
+                raise TimeoutError("the test never released the pass")
+        return PassOutcome(consumed=4, outputs=2, expired=0, pending=1, version=6)
+
+    def next_batch(self) -> str:
+        self.calls.append("next")
+        self.batches -= 1
+        return f"published batch {4 - self.batches} of 4 (4 records)"
+
+    def batches_total(self) -> int:
+        return 4
+
+    def batches_left(self) -> int:
+        return self.batches if self.demo else 0
+
+    def drain_log(self) -> list[LogEntry]:
+        out, self.log = self.log, []
+        return out
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()

@@ -1,0 +1,157 @@
+"""`zync tui` and `zync demo`: the operations console and the invoice demo."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from zync_tui.errors import user_errors
+
+
+def tui(
+    config: Annotated[
+        Path | None,
+        typer.Argument(help="An ETL configuration (YAML): its topics, pools and loops are shown."),
+    ] = None,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Inspect only: no start, stop or ETL pass (for on-call).")
+    ] = False,
+    lake: Annotated[
+        Path | None, typer.Option("--lake", help="The lake root (default $ZYNC_LAKE or ~/.zync/lake).")
+    ] = None,
+    paused: Annotated[
+        bool, typer.Option("--paused", help="Do not start the loops when the console opens.")
+    ] = False,
+) -> None:
+    """Open the operations console: live offsets, lag, cursors, pending and expired
+    records, and the loops (from-kafka, ETL, to-kafka) to start and stop. `?` lists the keys."""
+    from zync_tui.console.app import make_app
+
+    if config is not None and not config.exists():
+        from zync_tui.errors import fail
+
+        raise fail(f"{config}: no such ETL configuration file")
+    with _engine_output_to_log() as log:
+        app = make_app(config, lake=lake, read_only=read_only, autostart=not paused)
+        _run(app)
+    if log is not None:
+        typer.echo(f"Spark's own output went to {log}.")
+
+
+def demo(
+    no_tui: Annotated[
+        bool, typer.Option("--no-tui", help="Run the whole scenario headless and print the final tables.")
+    ] = False,
+    lake: Annotated[
+        Path | None, typer.Option("--lake", help="The demo's lake (default ~/.zync/demo/lake).")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for each step of the headless run.")
+    ] = 300.0,
+) -> None:
+    """Watch zync work: starts the embedded broker and registry, creates the Raw and
+    Staging pools, loads the invoice scenario and opens the console; `n` publishes the
+    next batch of Debezium events."""
+    if no_tui:
+        _headless(lake, timeout)
+        return
+    from zync_tui.console.app import make_app
+
+    with _engine_output_to_log() as log:
+        _run(make_app(demo=True, lake=lake))
+    typer.echo("The embedded broker and registry keep running (the demo resumes where it was); `zync dev down` stops them.")
+    if log is not None:
+        typer.echo(f"Spark's own output went to {log}.")
+
+
+@contextlib.contextmanager
+def _engine_output_to_log() -> Iterator[Path | None]:
+    """Keep the screen for the console: what the JVM (Spark) and other child processes
+    write to stderr goes to ``<zync home>/console.log`` instead of over the panels.
+
+    Textual draws on ``sys.__stderr__``: it gets a duplicate of the terminal's descriptor,
+    and descriptor 2, which child processes inherit, is pointed at the log file.
+    """
+    from engine.config import zync_home
+
+    if not sys.stderr.isatty():
+        yield None
+        return
+    path = zync_home() / "console.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(path, "ab")  # noqa: SIM115 - closed below
+    except OSError:
+        yield None
+        return
+    saved = os.dup(2)
+    terminal = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding or "utf-8", errors="replace")
+    old = (sys.stderr, sys.__stderr__)
+    os.dup2(log.fileno(), 2)
+    sys.stderr = sys.__stderr__ = terminal
+    try:
+        yield path
+    finally:
+        terminal.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        sys.stderr, sys.__stderr__ = old
+        terminal.close()
+        log.close()
+
+
+def _run(app: Any) -> None:
+    try:
+        app.run()
+    finally:
+        if getattr(app.backend, "pipeline", None) is not None:
+            typer.echo("zync: stopping the loops (each finishes its commit in flight)…", err=True)
+        app.backend.close()
+
+
+def _headless(lake: Path | None, timeout: float) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from engine.demo import Demo, run_demo
+
+    out = Console(highlight=False)
+    with user_errors():
+        result = run_demo(Demo(lake_root=lake), timeout=timeout, progress=lambda text: out.print(f"• {escape(text)}"))
+    for title, rows in (("Staging: NewInvoices outputs", result.staging), ("Kafka topic NewInvoices", result.topic)):
+        table = Table(title=title, title_justify="left")
+        for column in ("offset", "key", "value"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(str(row["offset"]), escape(_json(row["key"])), escape(_json(row["value"])))
+        out.print(table)
+    out.print(f"done in {result.seconds:.1f}s: {len(result.staging)} outputs in Staging, {len(result.topic)} on NewInvoices")
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return "null (tombstone)" if value is None else json.dumps(value, separators=(", ", ": "))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `zync tui` and `zync demo` to the CLI."""
+    app.command("tui")(tui)
+    app.command("demo")(demo)
+
+
+def _main() -> None:
+    standalone = typer.Typer(no_args_is_help=True, pretty_exceptions_show_locals=False)
+    register(standalone)
+    standalone()
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,610 @@
+"""The operations console: one Textual app, built by :func:`make_app` for the CLI, the
+demo and the tests.
+
+All engine work runs in thread workers (``@work(thread=True, ...)``) that post past-tense
+messages (:mod:`zync_tui.console.messages`); the event loop only updates widgets. Each
+kind of poll (topics, loops, ETL, log) re-arms itself with ``set_timer`` when the previous
+one has finished, so polls never overlap and a slow one (a broker that times out) does not
+hold the others back.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
+
+from zync_tui.console import messages as m
+from zync_tui.console.backend import LOOP_TITLES, LOOPS, Backend, EngineBackend, EngineSettings
+from zync_tui.console.screens.deadletters import DeadLettersScreen
+from zync_tui.console.screens.help import HelpScreen
+from zync_tui.console.screens.record import RecordScreen
+from zync_tui.console.widgets.etl import EtlPanel
+from zync_tui.console.widgets.log import LogPanel
+from zync_tui.console.widgets.loops import LoopsPanel
+from zync_tui.console.widgets.records import RecordsPanel
+from zync_tui.console.widgets.status import StatusBar
+from zync_tui.console.widgets.tables import LiveTable
+
+PANELS = ("topics", "loops", "etl", "pending", "expired", "log")
+PANEL_TITLES = {
+    "topics": "1 Topics",
+    "loops": "2 Loops",
+    "etl": "3 ETL",
+    "pending": "4 Pending",
+    "expired": "5 Expired",
+    "log": "6 Log",
+}
+POLLS = ("topics", "loops", "etl", "log")
+CONTROL_ACTIONS = {"toggle_loop", "start_all", "stop_all", "etl_pass"}
+
+#: Every key: (where, key as shown, what it does, action, binding keys, footer label or "").
+KEYS: list[tuple[str, str, str, str, str, str]] = [
+    ("everywhere", "1 … 6", "show Topics, Loops, ETL, Pending, Expired, Log", "", "", ""),
+    ("everywhere", "Tab", "move the focus (table, filter)", "", "", ""),
+    ("everywhere", "?", "this help", "help", "question_mark", "help"),
+    ("everywhere", "Ctrl+P", "command palette: find any action by name", "", "", ""),
+    ("everywhere", "r", "refresh now", "refresh", "r", ""),
+    ("everywhere", "q", "quit (the loops stop cleanly)", "quit", "q", "quit"),
+    ("loops", "f", "start/stop from-kafka", "toggle_loop('from-kafka')", "f", "from-kafka"),
+    ("loops", "e", "start/stop the ETL loop", "toggle_loop('etl')", "e", "etl"),
+    ("loops", "t", "start/stop to-kafka", "toggle_loop('to-kafka')", "t", "to-kafka"),
+    ("loops", "a", "start all loops", "start_all", "a", ""),
+    ("loops", "x", "stop all loops", "stop_all", "x", ""),
+    ("loops", "p", "run one ETL pass now and show its result", "etl_pass", "p", "pass"),
+    ("demo", "n", "publish the next demo batch", "next_batch", "n", "next batch"),
+    ("topics", "d", "browse dead letters", "dead_letters", "d", ""),
+    ("tables", "↑ ↓ PgUp PgDn", "move in a table", "", "", ""),
+    ("pending/expired", "/", "filter the table", "filter", "slash", ""),
+    ("pending/expired", "Esc", "clear the filter", "clear_filter", "escape", ""),
+    ("pending/expired", "s / S", "sort by the next column / reverse", "sort", "s", ""),
+    ("pending/expired", "Enter", "show the record's full envelope (pretty JSON)", "", "", ""),
+]
+
+
+def _quiet(handler: Callable[..., None]) -> Callable[..., None]:
+    """A message handler that does nothing once the main screen is gone (shutting down)."""
+
+    @functools.wraps(handler)
+    def wrapper(self: ZyncConsole, *args: Any) -> None:
+        try:
+            handler(self, *args)
+        except NoMatches:
+            if self.is_running and self.screen_stack and self.screen_stack[0].is_attached:
+                raise
+
+    return wrapper
+
+
+class ZyncConsole(App[None]):
+    """The zync console. Build it with :func:`make_app`."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "zync"
+    BINDINGS = [
+        *(Binding(str(i + 1), f"panel('{p}')", PANEL_TITLES[p][2:], show=False) for i, p in enumerate(PANELS)),
+        *(
+            Binding(keys, action, label or what, show=bool(label))
+            for _, _, what, action, keys, label in KEYS
+            if keys and action not in ("sort", "clear_filter")
+        ),
+        Binding("S", "sort(True)", "Reverse sort", show=False),
+        Binding("s", "sort", "Sort", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        interval: float = 1.0,
+        log_interval: float = 0.5,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.clock = clock
+        self.interval = interval
+        self.log_interval = log_interval
+        self.ready = False
+        self.polled: set[str] = set()
+        self.poll_count: dict[str, int] = {p: 0 for p in POLLS}
+        self._poll_timers: dict[str, Any] = {}
+        self._poll_now: set[str] = set()
+        self.pass_running = False
+        self._pass_started = 0.0
+        self._pass_timer: Any = None
+        self.busy: set[str] = set()
+        self.faults: dict[str, str | None] = {}
+        self.last_pass: str | None = None
+
+    # -- layout -------------------------------------------------------------------------
+
+    def _w(self, selector: Any, expect_type: Any = None) -> Any:
+        """A widget of the main screen (also while a modal screen is on top)."""
+        if not self.screen_stack:
+            raise NoMatches(f"no screen: {selector}")
+        base = self.screen_stack[0]
+        return base.query_one(selector, expect_type) if expect_type else base.query_one(selector)
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with TabbedContent(id="panels", initial="topics"):
+            from zync_tui.console.widgets.topics import TopicsPanel
+
+            with TabPane(PANEL_TITLES["topics"], id="topics"):
+                yield TopicsPanel(id="topics-panel")
+            with TabPane(PANEL_TITLES["loops"], id="loops"):
+                yield LoopsPanel(id="loops-panel")
+            with TabPane(PANEL_TITLES["etl"], id="etl"):
+                yield EtlPanel(id="etl-panel")
+            with TabPane(PANEL_TITLES["pending"], id="pending"):
+                yield RecordsPanel("pending", id="pending-panel")
+            with TabPane(PANEL_TITLES["expired"], id="expired"):
+                yield RecordsPanel("expired", id="expired-panel")
+            with TabPane(PANEL_TITLES["log"], id="log"):
+                yield LogPanel(id="log-panel")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.title = self.backend.title
+        status = self._w(StatusBar)
+        status.set_title(self.backend.title, self.backend.read_only)
+        status.set_note("starting the engine…")
+        self._w(LoopsPanel).set_read_only(self.backend.read_only)
+        self._focus_panel("topics")
+        self.set_up_engine()
+
+    # -- engine set-up ------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
+    def set_up_engine(self) -> None:
+        try:
+            notes = self.backend.start()
+        except Exception as exc:  # noqa: BLE001 - shown, never a crash
+            self.post_message(m.EngineFailed(_one_line(exc)))
+            return
+        self.post_message(m.EngineStarted(notes))
+
+    @_quiet
+    def on_engine_started(self, message: m.EngineStarted) -> None:
+        self.ready = True
+        self.title = self.backend.title
+        status = self._w(StatusBar)
+        status.set_title(self.backend.title, self.backend.read_only)
+        status.set_note(self._demo_note())
+        for poll in POLLS:
+            self._start_poll(poll)
+
+    @_quiet
+    def on_engine_failed(self, message: m.EngineFailed) -> None:
+        self._w(StatusBar).set_note(f"engine failed to start: {message.error}")
+        self._w(LogPanel).add([_entry("ERROR", "console", f"engine failed to start: {message.error}", self.clock())])
+        self.notify(message.error, title="engine failed to start", severity="error", timeout=10)
+
+    def _demo_note(self) -> str:
+        if not self.backend.demo:
+            return ""
+        left = self.backend.batches_left()
+        total = self.backend.batches_total() if hasattr(self.backend, "batches_total") else 4
+        return f"n: send batch {total - left + 1}/{total}" if left else "all batches sent"
+
+    # -- polls (never overlapping) --------------------------------------------------------
+
+    def _start_poll(self, poll: str) -> None:
+        if not self.is_running:
+            return
+        self._poll_timers.pop(poll, None)
+        if poll in self.busy:
+            self._poll_now.add(poll)
+            return
+        self.busy.add(poll)
+        {"topics": self.poll_topics, "loops": self.poll_loops, "etl": self.poll_etl, "log": self.poll_log}[poll]()
+
+    def _rearm(self, poll: str) -> None:
+        self.busy.discard(poll)
+        self.polled.add(poll)
+        self.poll_count[poll] += 1
+        if not self.is_running:
+            return
+        if poll in self._poll_now:
+            self._poll_now.discard(poll)
+            self._start_poll(poll)
+            return
+        delay = self.log_interval if poll == "log" else self.interval
+        self._poll_timers[poll] = self.set_timer(delay, lambda: self._start_poll(poll), name=f"poll-{poll}")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-topics")
+    def poll_topics(self) -> None:
+        self.post_message(m.TopicsPolled(self.backend.topics()))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-loops")
+    def poll_loops(self) -> None:
+        self.post_message(m.LoopsPolled(self.backend.loops()))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-etl")
+    def poll_etl(self) -> None:
+        self.post_message(m.EtlPolled(self.backend.etl()))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-log")
+    def poll_log(self) -> None:
+        self.post_message(m.LogPolled(self.backend.drain_log()))
+
+    @_quiet
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Failures of any worker are shown, in words; polls re-arm whatever happened."""
+        group = event.worker.group
+        state = event.state
+        if state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        if group.startswith("poll-"):
+            poll = group.removeprefix("poll-")
+            if state is WorkerState.ERROR:
+                error = _one_line(event.worker.error) if event.worker.error else "failed"
+                self._fault(poll, f"{poll} snapshot failed: {error}")
+            self._rearm(poll)
+        elif state is WorkerState.ERROR and group != "engine":
+            error = _one_line(event.worker.error) if event.worker.error else "failed"
+            self._w(LogPanel).add([_entry("ERROR", "console", f"{group}: {error}", self.clock())])
+            self.notify(error, title=group, severity="error")
+
+    def _fault(self, where: str, error: str | None) -> None:
+        before = self.faults.get(where)
+        self.faults[where] = error
+        if error and error != before:
+            self._w(LogPanel).add([_entry("ERROR", where, error, self.clock())])
+        elif before and not error:
+            self._w(LogPanel).add([_entry("INFO", where, "recovered", self.clock())])
+
+    @_quiet
+    def on_topics_polled(self, message: m.TopicsPolled) -> None:
+        report = message.report
+        from zync_tui.console.widgets.topics import TopicsPanel
+
+        self._w(TopicsPanel).show(report)
+        status = self._w(StatusBar)
+        status.set_part("Kafka", "DOWN" if report.kafka_error else "ok")
+        status.set_part("registry", "DOWN" if report.registry_error else "ok")
+        status.set_part("lake", "MISSING" if report.lake_error else "ok")
+        self._fault("kafka", report.kafka_error)
+        self._fault("registry", report.registry_error)
+        self._fault("lake", report.lake_error)
+
+    @_quiet
+    def on_loops_polled(self, message: m.LoopsPolled) -> None:
+        self._w(LoopsPanel).show(message.loops)
+        for loop in message.loops:
+            self._fault(loop.name, f"{loop.name} failed: {loop.error}" if loop.state == "failed" else None)
+
+    @_quiet
+    def on_etl_polled(self, message: m.EtlPolled) -> None:
+        report = message.report
+        self._w(EtlPanel).show(report)
+        self._w("#pending-panel", RecordsPanel).show(list(report.pending), report.error)
+        self._w("#expired-panel", RecordsPanel).show(list(report.expired), report.error)
+        self._fault("etl snapshot", report.error)
+
+    @_quiet
+    def on_log_polled(self, message: m.LogPolled) -> None:
+        self._w(LogPanel).add(message.entries)
+
+    # -- panels ---------------------------------------------------------------------------
+
+    def action_panel(self, panel: str) -> None:
+        self._w(TabbedContent).active = panel
+        self._focus_panel(panel)
+
+    def _focus_panel(self, panel: str) -> None:
+        try:
+            table = self._w(f"#{panel}-panel").query_one(LiveTable)
+        except Exception:  # noqa: BLE001 - not mounted yet
+            return
+        table.focus()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pane = event.pane.id if event.pane is not None else None
+        if pane:
+            self._focus_panel(pane)
+
+    def _active(self) -> str:
+        return self._w(TabbedContent).active
+
+    def _records_panel(self) -> RecordsPanel | None:
+        active = self._active()
+        if active in ("pending", "expired"):
+            return self._w(f"#{active}-panel", RecordsPanel)
+        return None
+
+    def action_filter(self) -> None:
+        panel = self._records_panel()
+        if panel is None:
+            self.notify("/ filters the Pending and Expired tables (4, 5)")
+            return
+        panel.focus_filter()
+
+    def action_clear_filter(self) -> None:
+        panel = self._records_panel()
+        if panel is not None:
+            panel.clear_filter()
+
+    def action_sort(self, reverse: bool = False) -> None:
+        active = self._active()
+        table = self._w(f"#{active}-panel").query_one(LiveTable)
+        self.notify(table.cycle_sort(reverse), timeout=2)
+
+    def on_records_panel_opened(self, message: RecordsPanel.Opened) -> None:
+        r = message.record
+        title = f"{r.status} record {r.topic}[{r.partition}]@{r.offset} · rule {r.rule}"
+        self.push_screen(RecordScreen(title, dict(r.envelope)))
+
+    def action_help(self) -> None:
+        notes = "Read-only: start, stop and ETL passes are disabled." if self.backend.read_only else ""
+        shown = [(w, k, what) for w, k, what, action, _, _ in KEYS if self._key_applies(action, w)]
+        self.push_screen(HelpScreen(shown, notes))
+
+    def _key_applies(self, action: str, where: str) -> bool:
+        base = action.split("(")[0]
+        if self.backend.read_only and base in CONTROL_ACTIONS:
+            return False
+        return not (where == "demo" and not self.backend.demo)
+
+    def action_dead_letters(self) -> None:
+        self.push_screen(DeadLettersScreen(self.backend))
+
+    def action_refresh(self) -> None:
+        if not self.ready:
+            return
+        for poll in POLLS:
+            timer = self._poll_timers.pop(poll, None)
+            if timer is not None:
+                timer.stop()
+            self._start_poll(poll)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Control actions do not exist in a read-only console; `n` only in the demo."""
+        if action in CONTROL_ACTIONS and self.backend.read_only:
+            return False
+        if action == "next_batch" and not self.backend.demo:
+            return False
+        return True
+
+    # -- control (refused when read-only) -------------------------------------------------
+
+    def _refuse_read_only(self, what: str) -> bool:
+        if self.backend.read_only:
+            self.notify(f"read-only console: {what} is disabled", severity="warning")
+            return True
+        return False
+
+    def action_toggle_loop(self, name: str) -> None:
+        if self._refuse_read_only(f"starting or stopping {name}"):
+            return
+        loops = self._w(LoopsPanel).loops
+        loop = next((loop for loop in loops if loop.name == name), None)
+        action = "stop" if loop is not None and loop.state in ("running", "starting") else "start"
+        self.control_loop(name, action)
+
+    def action_start_all(self) -> None:
+        if self._refuse_read_only("starting loops"):
+            return
+        for name in LOOPS:
+            self.control_loop(name, "start")
+
+    def action_stop_all(self) -> None:
+        if self._refuse_read_only("stopping loops"):
+            return
+        for name in LOOPS:
+            self.control_loop(name, "stop")
+
+    def control_loop(self, name: str, action: str) -> None:
+        self.notify(f"{action}ing {LOOP_TITLES.get(name, name)}…", timeout=2)
+        self._control(name, action)
+
+    @work(thread=True, exit_on_error=False, group="control")
+    def _control(self, name: str, action: str) -> None:
+        try:
+            if action == "start":
+                self.backend.start_loop(name)
+            else:
+                self.backend.stop_loop(name)
+        except Exception as exc:  # noqa: BLE001 - shown in words
+            self.post_message(m.LoopChanged(name, action, _one_line(exc)))
+            return
+        self.post_message(m.LoopChanged(name, action))
+
+    @_quiet
+    def on_loop_changed(self, message: m.LoopChanged) -> None:
+        title = LOOP_TITLES.get(message.loop, message.loop)
+        if message.error:
+            self.notify(message.error, title=f"cannot {message.action} {title}", severity="error")
+            self._w(LogPanel).add([_entry("ERROR", message.loop, f"{message.action}: {message.error}", self.clock())])
+        else:
+            self.notify(f"{title} {'started' if message.action == 'start' else 'stopped'}", timeout=2)
+        self.action_refresh()
+
+    def action_etl_pass(self) -> None:
+        if self._refuse_read_only("running an ETL pass"):
+            return
+        if not self.ready:
+            self.notify("the engine is still starting", severity="warning")
+            return
+        if self.pass_running:
+            self.notify("an ETL pass is already running", severity="warning")
+            return
+        self.pass_running = True
+        self._pass_started = time.monotonic()
+        self._w(LoopsPanel).show_pass("ETL pass: running…")
+        self._pass_timer = self.set_interval(1.0, self._tick_pass, name="pass-elapsed")
+        self.run_etl_pass()
+
+    @_quiet
+    def _tick_pass(self) -> None:
+        elapsed = time.monotonic() - self._pass_started
+        self._w(LoopsPanel).show_pass(f"ETL pass: running… {elapsed:.0f}s")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="etl-pass")
+    def run_etl_pass(self) -> None:
+        started = time.monotonic()
+        self.post_message(m.EtlPassStarted())
+        try:
+            result = self.backend.run_etl_pass()
+        except Exception as exc:  # noqa: BLE001 - shown in words
+            self.post_message(m.EtlPassFinished(error=_one_line(exc), seconds=time.monotonic() - started))
+            return
+        self.post_message(m.EtlPassFinished(result, seconds=time.monotonic() - started))
+
+    @_quiet
+    def on_etl_pass_finished(self, message: m.EtlPassFinished) -> None:
+        self.pass_running = False
+        if self._pass_timer is not None:
+            self._pass_timer.stop()
+            self._pass_timer = None
+        if message.error:
+            text = f"ETL pass failed: {message.error}"
+            self.notify(message.error, title="ETL pass failed", severity="error")
+        else:
+            text = f"ETL pass: {message.result.summary()} ({message.seconds:.1f}s)"
+            self.notify(message.result.summary(), title="ETL pass done")
+        self.last_pass = text
+        self._w(LoopsPanel).show_pass(text)
+        self.action_refresh()
+
+    # -- the demo -------------------------------------------------------------------------
+
+    def action_next_batch(self) -> None:
+        if not self.backend.demo:
+            return
+        if not self.ready:
+            self.notify("the demo is still starting", severity="warning")
+            return
+        if "demo" in self.busy:
+            self.notify("still publishing the previous batch", severity="warning")
+            return
+        if not self.backend.batches_left():
+            self.notify("all demo batches are published")
+            return
+        self.busy.add("demo")
+        self._w(StatusBar).set_note("publishing…")
+        self.publish_batch()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="demo")
+    def publish_batch(self) -> None:
+        try:
+            text = self.backend.next_batch()
+        except Exception as exc:  # noqa: BLE001 - shown in words
+            self.post_message(m.BatchPublished("", _one_line(exc)))
+            return
+        self.post_message(m.BatchPublished(text))
+
+    @_quiet
+    def on_batch_published(self, message: m.BatchPublished) -> None:
+        self.busy.discard("demo")
+        self._w(StatusBar).set_note(self._demo_note())
+        if message.error:
+            self.notify(message.error, title="cannot publish the batch", severity="error")
+        else:
+            self.notify(message.text, title="demo")
+        self.action_refresh()
+
+    # -- command palette ------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for i, panel in enumerate(PANELS):
+            name = PANEL_TITLES[panel][2:]
+            yield SystemCommand(f"Show {name}", f"Switch to the {name} panel (key {i + 1})", _bind(self.action_panel, panel))
+        yield SystemCommand("Help: keys", "List every key (?)", self.action_help)
+        yield SystemCommand("Refresh now", "Poll the engine now (r)", self.action_refresh)
+        yield SystemCommand("Browse dead letters", "Records from-kafka could not decode (d)", self.action_dead_letters)
+        yield SystemCommand("Filter records", "Filter the Pending or Expired table (/)", self.action_filter)
+        yield SystemCommand("Sort records", "Sort the current table by the next column (s)", self.action_sort)
+        if not self.backend.read_only:
+            for name, key in (("from-kafka", "f"), ("etl", "e"), ("to-kafka", "t")):
+                title = LOOP_TITLES[name]
+                yield SystemCommand(f"Start/stop {title}", f"Toggle the {title} loop ({key})", _bind(self.action_toggle_loop, name))
+            yield SystemCommand("Start all loops", "from-kafka, ETL and to-kafka (a)", self.action_start_all)
+            yield SystemCommand("Stop all loops", "from-kafka, ETL and to-kafka (x)", self.action_stop_all)
+            yield SystemCommand("Run one ETL pass now", "Run a pass and show what it did (p)", self.action_etl_pass)
+        if self.backend.demo:
+            yield SystemCommand("Publish next demo batch", "Send the next invoices batch to Kafka (n)", self.action_next_batch)
+
+    # -- shutdown -------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        self._w(StatusBar).set_note("stopping the loops…")
+        for timer in self._poll_timers.values():
+            timer.stop()
+        self._poll_timers.clear()
+        self.exit()
+
+    def on_unmount(self) -> None:
+        for timer in self._poll_timers.values():
+            timer.stop()
+
+
+def _bind(fn: Callable[[str], None], arg: str) -> Callable[[], None]:
+    return lambda: fn(arg)
+
+
+def _one_line(exc: BaseException | None) -> str:
+    if exc is None:
+        return "failed"
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _entry(severity: str, source: str, message: str, at: float | None = None) -> Any:
+    from zync_tui.console.backend import LogEntry
+
+    return LogEntry(time.time() if at is None else at, severity, source, message)
+
+
+def make_app(
+    config: str | Path | None = None,
+    *,
+    lake: str | Path | None = None,
+    read_only: bool = False,
+    demo: bool = False,
+    kafka: dict[str, Any] | None = None,
+    registry: dict[str, Any] | None = None,
+    start_stack: bool = True,
+    autostart: bool = True,
+    backend: Backend | None = None,
+    interval: float = 1.0,
+    clock: Callable[[], float] | None = None,
+) -> ZyncConsole:
+    """The console, wired to the engine: the one factory for the CLI, the demo and the tests.
+
+    ``config``: an ETL configuration (its inputs, outputs and loops are shown; None shows
+    what the lake holds). ``lake``: the lake root (default ``$ZYNC_LAKE`` or
+    ``~/.zync/lake``). ``kafka``/``registry``: profile overrides (``bootstrap_servers``,
+    ``url``…) on top of ``~/.zync``. ``demo``: the invoice scenario (``start_stack=False``
+    uses the configured broker and registry instead of starting the embedded ones).
+    ``autostart``: start the loops once the engine is set up (never when ``read_only``).
+    ``backend``: a ready-made backend (tests); the other engine arguments are then ignored.
+    """
+    if backend is None:
+        settings = EngineSettings(
+            config_path=Path(config) if config is not None else None,
+            lake_root=Path(lake) if lake is not None else None,
+            kafka_overrides=dict(kafka or {}),
+            registry_overrides=dict(registry or {}),
+            read_only=read_only,
+            demo=demo,
+            start_stack=start_stack,
+            autostart=autostart,
+            clock=clock or time.time,
+        )
+        backend = EngineBackend(settings)
+    return ZyncConsole(backend, interval=interval, clock=clock or time.time)

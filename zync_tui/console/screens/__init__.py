@@ -1,0 +1,1 @@
+"""Modal screens: help, a record's envelope, dead letters."""

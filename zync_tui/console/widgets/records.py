@@ -1,0 +1,111 @@
+"""Pending and Expired: input records waiting (or given up on), filterable and sortable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from zync_tui.console import format as fmt
+from zync_tui.console.widgets.tables import LiveTable
+
+COLUMNS = [
+    ("topic", "topic"),
+    ("p", "p"),
+    ("offset", "offset"),
+    ("key", "key"),
+    ("rule", "rule"),
+    ("age", "age"),
+]
+
+
+class RecordsPanel(Vertical):
+    """A table of :class:`engine.observe.RecordRow` (pending or expired)."""
+
+    class Opened(Message):
+        """Enter on a row: show its full envelope."""
+
+        def __init__(self, record: Any) -> None:
+            super().__init__()
+            self.record = record
+
+    def __init__(self, status: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.status = status
+        self.records: list[Any] = []
+        self.filter_text = ""
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="filter (/ to type, Esc to clear): topic, key, rule…", id=f"{self.status}-filter")
+        yield LiveTable(COLUMNS, id=f"{self.status}-table")
+        yield Static("", id=f"{self.status}-detail", classes="detail", markup=False)
+
+    def show(self, records: list[Any], error: str | None = None) -> None:
+        self.records = list(records)
+        self.error = error
+        self._fill()
+
+    def _matches(self, r: Any) -> bool:
+        if not self.filter_text:
+            return True
+        needle = self.filter_text.lower()
+        hay = f"{r.topic} {r.partition} {r.offset} {r.key} {r.rule}".lower()
+        return all(word in hay for word in needle.split())
+
+    def _fill(self) -> None:
+        shown = [r for r in self.records if self._matches(r)]
+        rows = []
+        for r in shown:
+            key = f"{r.etl}:{r.topic}:{r.partition}:{r.offset}"
+            cells = (
+                fmt.short(r.topic, 16),
+                str(r.partition),
+                fmt.num(r.offset),
+                fmt.short(r.key, 22),
+                fmt.short(r.rule, 14),
+                fmt.seconds(r.age_seconds),
+            )
+            rows.append((key, cells, (r.topic, r.partition, r.offset, r.key, r.rule, r.age_seconds)))
+        self.query_one(LiveTable).set_rows(rows)
+        detail = self.query_one(f"#{self.status}-detail", Static)
+        total = len(self.records)
+        text = f"{len(shown)} of {total} {self.status} records" if self.filter_text else f"{total} {self.status} records"
+        if total:
+            text += " · Enter shows the record · s sorts · S reverses"
+        if self.error:
+            text = f"⚠ {self.error}\n{text}"
+        detail.update(text)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.filter_text = event.value.strip()
+        self._fill()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.query_one(LiveTable).focus()
+
+    def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
+        event.stop()
+        record = self.record_for(event.row_key.value)
+        if record is not None:
+            self.post_message(self.Opened(record))
+
+    def record_for(self, key: str | None) -> Any:
+        for r in self.records:
+            if f"{r.etl}:{r.topic}:{r.partition}:{r.offset}" == key:
+                return r
+        return None
+
+    def focus_filter(self) -> None:
+        self.query_one(Input).focus()
+
+    def clear_filter(self) -> None:
+        self.query_one(Input).value = ""
+        self.filter_text = ""
+        self._fill()
+        self.query_one(LiveTable).focus()

@@ -1,0 +1,103 @@
+"""A DataTable that refreshes in place (cursor and scroll kept) and sorts by keyboard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+
+def _plain(cell: Any) -> Any:
+    """Strings are shown as they are: ``[f]`` or ``Invoices[0]`` is not markup."""
+    return Text(cell) if isinstance(cell, str) else cell
+
+
+class LiveTable(DataTable):
+    """Rows are replaced on every poll; the highlighted row stays where it was."""
+
+    DEFAULT_CSS = """
+    LiveTable { height: 1fr; }
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, str]], *, follow_top: bool = False, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        #: newest-first tables: a cursor on the first row stays on the (new) first row
+        self.follow_top = follow_top
+        self._columns = list(columns)
+        self.sort_column: int | None = None
+        self.sort_reverse = False
+        self._rows: list[tuple[str, tuple[Any, ...], tuple[Any, ...]]] = []
+
+    def on_mount(self) -> None:
+        for key, label in self._columns:
+            self.add_column(label, key=key)
+
+    def set_rows(self, rows: Iterable[tuple[str, Sequence[Any], Sequence[Any] | None]]) -> None:
+        """``rows``: (row key, cells, sort values or None to sort by the cells)."""
+        self._rows = [
+            (key, tuple(_plain(c) for c in cells), tuple(sort if sort is not None else cells))
+            for key, cells, sort in rows
+        ]
+        self._render_rows()
+
+    def _render_rows(self) -> None:
+        rows = list(self._rows)
+        if self.sort_column is not None:
+            index = self.sort_column
+
+            def sort_key(row: tuple[str, tuple[Any, ...], tuple[Any, ...]]) -> tuple[int, Any]:
+                value = row[2][index]
+                if value is None:
+                    return (1, 0)
+                return (0, value if isinstance(value, int | float) else str(value).lower())
+
+            rows.sort(key=sort_key, reverse=self.sort_reverse)
+        current = None
+        if self.row_count and 0 <= self.cursor_row < self.row_count:
+            try:
+                current = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+            except Exception:  # noqa: BLE001 - no cursor yet
+                current = None
+        keys = [key for key, _, _ in rows]
+        existing = [row_key.value for row_key in self.rows]
+        if keys == existing:
+            for key, cells, _ in rows:
+                for (column_key, _), value in zip(self._columns, cells, strict=False):
+                    if self.get_cell(key, column_key) != value:
+                        self.update_cell(key, column_key, value, update_width=True)
+            return
+        scroll_y = self.scroll_y
+        at_top = self.follow_top and self.cursor_row <= 0
+        self.clear()
+        for key, cells, _ in rows:
+            self.add_row(*cells, key=key)
+        if at_top:
+            self.move_cursor(row=0, animate=False, scroll=False)
+            self.scroll_to(y=0, animate=False, immediate=True)
+            return
+        if current in keys:
+            self.move_cursor(row=keys.index(current), animate=False, scroll=False)
+        self.scroll_to(y=scroll_y, animate=False, immediate=True)
+
+    def cycle_sort(self, reverse: bool = False) -> str:
+        """Sort by the next column (``reverse``: flip the order instead)."""
+        if reverse:
+            if self.sort_column is None:
+                self.sort_column = 0
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column = 0 if self.sort_column is None else (self.sort_column + 1) % len(self._columns)
+            self.sort_reverse = False
+        self._render_rows()
+        label = self._columns[self.sort_column][1]
+        return f"sorted by {label}" + (" (descending)" if self.sort_reverse else "")
+
+    def highlighted_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:  # noqa: BLE001
+            return None

@@ -1,0 +1,103 @@
+"""Topics: per topic and partition, Kafka watermarks, the lake's offset, lag, rate, dead letters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Sparkline, Static
+
+from zync_tui.console import format as fmt
+from zync_tui.console.widgets.tables import LiveTable
+
+COLUMNS = [
+    ("topic", "topic"),
+    ("p", "p"),
+    ("dir", "dir"),
+    ("low", "low"),
+    ("high", "high"),
+    ("lake", "lake"),
+    ("lag", "lag"),
+    ("lag_t", "lag t"),
+    ("src", "src"),
+    ("rate", "rate"),
+    ("trend", "trend"),
+    ("dead", "dead"),
+]
+
+
+class TopicsPanel(Vertical):
+    """The Topics panel. ``d`` browses dead letters (an app binding)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.report: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("waiting for the first snapshot…", id="topics-notice", classes="notice", markup=False)
+        yield LiveTable(COLUMNS, id="topics-table")
+        yield Static("", id="topics-detail", classes="detail", markup=False)
+        yield Sparkline([], id="topics-spark")
+
+    def show(self, report: Any) -> None:
+        self.report = report
+        notice = self.query_one("#topics-notice", Static)
+        errors = list(report.errors)
+        notice.update("\n".join(f"⚠ {e}" for e in errors) if errors else "")
+        notice.set_class(bool(errors), "fault")
+        notice.display = bool(errors) or not report.topics
+        if not errors and not report.topics:
+            notice.update("no topics yet: nothing in the lake and no ETL configuration inputs")
+        rows = []
+        for t in report.topics:
+            key = f"{t.direction}:{t.topic}:{t.partition}"
+            cells = (
+                fmt.short(t.topic, 14),
+                str(t.partition),
+                t.direction,
+                fmt.num(t.low),
+                fmt.num(t.high),
+                fmt.num(t.lake_offset),
+                fmt.num(t.lag_records),
+                fmt.seconds(t.lag_seconds),
+                fmt.seconds(t.source_lag_seconds),
+                fmt.rate(t.rate),
+                fmt.sparkline(t.history, 6),
+                str(t.dead_letters),
+            )
+            sort = (t.topic, t.partition, t.direction, t.low, t.high, t.lake_offset, t.lag_records,
+                    t.lag_seconds, t.source_lag_seconds, t.rate, sum(t.history[-8:]), t.dead_letters)
+            rows.append((key, cells, sort))
+        self.query_one(LiveTable).set_rows(rows)
+        self.show_detail()
+
+    def selected(self) -> Any:
+        if self.report is None:
+            return None
+        key = self.query_one(LiveTable).highlighted_key()
+        for t in self.report.topics:
+            if f"{t.direction}:{t.topic}:{t.partition}" == key:
+                return t
+        return None
+
+    def show_detail(self) -> None:
+        t = self.selected()
+        detail = self.query_one("#topics-detail", Static)
+        spark = self.query_one("#topics-spark", Sparkline)
+        if t is None:
+            detail.update("")
+            spark.data = []
+            spark.display = False
+            return
+        arrow = "→ lake pool" if t.direction == "in" else "← staging pool"
+        dead = f" · {t.dead_letters} dead letters (d to browse)" if t.dead_letters else " · no dead letters"
+        text = f"{t.topic}[{t.partition}] {arrow} {t.pool} · rate {fmt.rate(t.rate)}{dead}"
+        if t.error and (self.report is None or t.error not in self.report.errors):
+            text += f"\n⚠ {t.error}"
+        detail.update(text)
+        spark.data = list(t.history)
+        spark.display = any(v > 0 for v in t.history)  # a flat line says nothing
+
+    def on_data_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
+        self.show_detail()
