@@ -14,6 +14,16 @@ commit is made only on the snapshot it was planned on, and rows another writer a
 committed are dropped when re-planning. Kafka's own group offsets are only a mirror
 (:class:`_GroupMirror`), for lag tools; the Delta log is the source of truth.
 
+Workers (``IngestOptions.workers_group``, ``zync from-kafka --workers-group G``): several
+processes share the topics' partitions through the consumer group G (DESIGN.md: group
+subscription only to spread work). Positions still come from the Delta log only: when the
+group assigns a partition, it is started at the pool's position + 1 (explicit offsets,
+never the group's committed offsets). When a partition is revoked or lost, the rows of it
+still buffered are dropped and its next offset forgotten; a batch already on its way to
+the commit stays safe (rows the pool already holds are dropped when re-planning). The
+positions are mirrored to G itself through the subscribing consumer (an assign-mode
+consumer committing to a group with active members is rejected).
+
 The loop, in three threads, so consuming, decoding and the Delta write overlap
 (DESIGN.md, "Measured facts"):
 
@@ -90,6 +100,10 @@ METADATA_EVERY = 30.0
 _POLL = 0.1
 #: With the garbage collector paused, a full collection at most this often (seconds).
 FULL_GC_EVERY = 60.0
+#: A workers group rebalances eagerly (every member gives everything back, then gets its
+#: share): one round per rebalance, where Tansu makes every round wait (DESIGN.md, "Tansu
+#: quirks"); what a worker gives back costs only its buffered rows (positions are in the pool).
+WORKERS_ASSIGNMENT = "range,roundrobin"
 #: Who committed, in each commit's metadata (``zync pool show``, debugging races).
 _WRITER = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -127,11 +141,16 @@ class IngestOptions:
       many records or bytes of values, or when its oldest record has waited that many
       seconds (so a record waits about ``interval`` plus one commit at most);
     * ``exit_after``: seconds without any record after which :meth:`Ingest.run` returns
-      (``None``: run until stopped);
+      (``None``: run until stopped; in a workers group, counted from the latest rebalance);
     * ``value_format``/``key_format``: one of :data:`FORMATS`;
     * ``on_error``: ``deadletter`` or ``fail`` (see the module doc);
     * ``group``: the consumer group positions are mirrored to (``None``: ``zync-<pool>``
-      per pool; ``""``: no mirroring);
+      per pool, or the workers group; ``""``: no mirroring);
+    * ``workers_group``: share the partitions with other processes through this consumer
+      group (``None``: assign every partition to this process). Positions are still read
+      from the pools only; the mirror then goes to this group, through the subscribing
+      consumer (``group`` naming another group mirrors there instead, from an assign-mode
+      consumer: a group no consumer subscribes to);
     * ``shaper``: the SQL text of a shaper (:mod:`engine.lake.shaper`), ``shaper_source``
       names it in messages;
     * ``create_pools``: create missing pools instead of failing;
@@ -149,6 +168,7 @@ class IngestOptions:
     key_format: str = "auto"
     on_error: str = "deadletter"
     group: str | None = None
+    workers_group: str | None = None
     shaper: str | None = None
     shaper_source: str = "<shaper>"
     create_pools: bool = False
@@ -165,6 +185,8 @@ class IngestOptions:
             raise IngestError("interval must be positive")
         if self.exit_after is not None and self.exit_after <= 0:
             raise IngestError("exit_after must be positive")
+        if self.workers_group is not None and not self.workers_group.strip():
+            raise IngestError("workers group must be a non-empty consumer group name")
         if self.on_error not in ON_ERROR:
             raise IngestError(f"on_error must be one of {', '.join(ON_ERROR)} (got {self.on_error!r})")
         for name in ("value_format", "key_format"):
@@ -516,11 +538,22 @@ class _Buffer:
         messages, self.messages, self.nbytes = self.messages, [], 0
         return messages
 
+    def drop(self, gone: set[tuple[str, int]]) -> int:
+        """Forget the messages of partitions this worker no longer owns; how many."""
+        keep = [m for m in self.messages if (m.topic(), m.partition()) not in gone]
+        dropped = len(self.messages) - len(keep)
+        if dropped:
+            self.messages = keep
+            self.nbytes = sum(map(len, keep))
+        return dropped
+
 
 @dataclass
 class _Batch:
     pool: str
     messages: list[Message]
+    #: the count of rebalances when the batch was cut (workers group)
+    generation: int = 0
 
 
 @dataclass
@@ -534,6 +567,7 @@ class _Prepared:
     dead: int
     started: float
     timings: dict[str, float]
+    generation: int = 0
 
 
 class _PoolState:
@@ -632,6 +666,90 @@ class _GroupMirror:
                     pass
 
 
+class _SubscribedMirror:
+    """Mirrors committed positions to the workers group, through the subscribing consumer.
+
+    A group with active members rejects commits from a consumer that is not one of them
+    (an assign-mode consumer has no member id or generation), so in a workers group the
+    consumer thread itself commits, asynchronously and at most every :attr:`EVERY`
+    seconds, the latest positions of the partitions it owns. As with
+    :class:`_GroupMirror`, a failed commit is only reported (and retried with the next
+    positions): the Delta log is the source of truth.
+    """
+
+    EVERY = 0.5
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self._lock = threading.Lock()
+        self._latest: dict[tuple[str, int], int] = {}
+        self._dirty = False
+        self._next_at = 0.0
+        self.error: str | None = None
+        self.committed: dict[tuple[str, int], int] = {}
+
+    def publish(self, positions: Mapping[tuple[str, int], int]) -> None:
+        """The pool's positions: after a commit (writer thread; partitions this worker
+        may no longer own too), when partitions are assigned (consumer thread)."""
+        with self._lock:
+            for tp, off in positions.items():
+                if off > self._latest.get(tp, -1):  # positions only grow
+                    self._latest[tp] = off
+                    self._dirty = True
+
+    def flush(self, client: Consumer, owned: set[tuple[str, int]], *, final: bool = False) -> None:
+        """From the consumer thread: commit what changed for the partitions it owns
+        (``final``: now and synchronously, before the consumer closes; everything not
+        confirmed yet, as an asynchronous commit still on its way may be lost then)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        now = time.monotonic()
+        with self._lock:
+            if not final and (not self._dirty or now < self._next_at):
+                return
+            todo = {
+                tp: off
+                for tp, off in self._latest.items()
+                if tp in owned and self.committed.get(tp) != off
+            }
+            self._dirty = False
+            self._next_at = now + self.EVERY
+        if not todo:
+            return
+        offsets = [TopicPartition(t, p, off + 1) for (t, p), off in sorted(todo.items())]
+        try:
+            if final:
+                self.on_commit(None, client.commit(offsets=offsets, asynchronous=False))
+            else:
+                client.commit(offsets=offsets, asynchronous=True)  # -> on_commit
+        except KafkaException as exc:
+            self._failed(exc.args[0].str())
+
+    def on_commit(self, error: Any, partitions: Sequence[Any] | None) -> None:
+        """The consumer's ``on_commit`` callback (served by its poll calls)."""
+        if error is not None:
+            self._failed(error.str() if hasattr(error, "str") else str(error))
+            return
+        failed = [tp for tp in partitions or () if tp.error is not None]
+        with self._lock:
+            for tp in partitions or ():
+                if tp.error is None and tp.offset >= 0:
+                    self.committed[(tp.topic, tp.partition)] = tp.offset - 1
+        if failed:
+            self._failed(failed[0].error.str())
+        else:
+            self.error = None
+
+    def _failed(self, reason: str) -> None:
+        self.error = f"group {self.group}: {reason}"
+        with self._lock:
+            self._dirty = True  # retried with the next flush
+        log.warning("cannot mirror positions to %s", self.error)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Nothing to stop: the consumer thread flushes before closing its consumer."""
+
+
 # --------------------------------------------------------------------------- the loop
 
 
@@ -693,8 +811,15 @@ class Ingest:
         self._route: dict[str, str] = {}
         self._parts: dict[tuple[str, str], _Part] = {}
         self._watermarks: dict[tuple[str, int], tuple[int, int]] = {}
-        self._mirrors: dict[str, _GroupMirror] = {}
+        self._mirrors: dict[str, _GroupMirror | _SubscribedMirror] = {}
         self._seeks: dict[tuple[str, int], int] = {}
+        # workers group: what the group gave this process (consumer thread writes, under
+        # the lock), rebalances so far, the consumer thread's views of the Delta logs
+        self._grouped = self.options.workers_group is not None
+        self._owned: set[tuple[str, int]] = set()
+        self._rebalances = 0
+        self._views: dict[str, Any] = {}
+        self._buffers: dict[str, _Buffer] = {}
         self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
         self._prepared: queue.Queue[_Prepared | None] = queue.Queue(maxsize=1)
         self._inflight = 0
@@ -818,6 +943,8 @@ class Ingest:
             self._mirrors = {}
             self._seeks = {}
             self._watermarks = {}
+            self._owned = set()
+            self._views = {}
             self._inflight = 0
             self._queue = queue.Queue(maxsize=1)
             self._prepared = queue.Queue(maxsize=1)
@@ -829,7 +956,7 @@ class Ingest:
             self._open_pools()
             if self._shaper is not None:
                 self._shaper.check_syntax(self._get_spark())
-            consumer = self._assign()
+            consumer = self._subscribe() if self._grouped else self._assign()
             committer = (
                 threading.Thread(target=self._decode_loop, name="zync-decode", daemon=True),
                 threading.Thread(target=self._write_loop, name="zync-write", daemon=True),
@@ -858,11 +985,13 @@ class Ingest:
                 self._gc_paused = False
                 gc.enable()
             if consumer is not None:
+                if self._grouped and graceful:
+                    self._flush_mirror(consumer, final=True)
                 try:
-                    consumer.close()
+                    consumer.close()  # a workers group: leaves it (the others rebalance)
                 except Exception:  # noqa: BLE001, S110
                     pass
-            for mirror in self._mirrors.values():
+            for mirror in set(self._mirrors.values()):
                 mirror.close()
             with self._lock:
                 self._state = "failed" if self._error is not None else "stopped"
@@ -890,7 +1019,7 @@ class Ingest:
                 )
             group = self.options.group
             if group is None:
-                group = default_group(name)
+                group = self.options.workers_group or default_group(name)
             state = _PoolState(pool, topics, group or None)
             state.upkeep = Upkeep(
                 checkpoint_every=self.options.checkpoint_every,
@@ -926,8 +1055,9 @@ class Ingest:
         self._spark = spark
         return spark  # type: ignore[return-value]
 
-    def _assign(self) -> Consumer:
-        from engine.kafka.clients import check_reachable, consumer, where
+    def _topics(self) -> dict[str, int]:
+        """{topic: partition count} of the inputs; every one must exist."""
+        from engine.kafka.clients import check_reachable, where
 
         topics = check_reachable(self.kafka)
         missing = [i.topic for i in self.inputs if not topics.get(i.topic)]
@@ -936,6 +1066,12 @@ class Ingest:
             raise IngestError(
                 f"topic {missing[0]!r} does not exist on {where(self.kafka)} (topics: {known})"
             )
+        return {i.topic: topics[i.topic] for i in self.inputs}
+
+    def _assign(self) -> Consumer:
+        from engine.kafka.clients import consumer
+
+        topics = self._topics()
         client = consumer(self.kafka)
         assignment = []
         for item in self.inputs:
@@ -947,37 +1083,155 @@ class Ingest:
         return client
 
     def _start_at(
-        self, state: _PoolState, topic: str, partition: int, *, own_table: bool = False
+        self,
+        state: _PoolState,
+        topic: str,
+        partition: int,
+        *,
+        own_table: bool = False,
+        table: Any = None,
     ) -> Any:
         """Where (topic, partition) starts: right after the pool's position.
 
         ``own_table``: read the Delta log with a table object of its own (the writer
-        thread owns the pool's while the loop runs)."""
+        thread owns the pool's while the loop runs); ``table``: with this one."""
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         from engine.lake import delta
         from engine.lake.pools import ingest_app
 
-        if own_table:
-            position = delta.open_table(state.pool.path).transaction_version(
-                ingest_app(topic, partition)
-            )
+        if own_table and table is None:
+            table = delta.open_table(state.pool.path)
+        if table is not None:
+            position = table.transaction_version(ingest_app(topic, partition))
         else:
             position = state.pool.position(topic, partition)
+        tp = (topic, partition)
         with self._lock:
-            state.positions[(topic, partition)] = position
+            state.positions[tp] = position
+            if position is None:
+                state.next.pop(tp, None)
+            else:
+                state.next[tp] = position + 1
         if position is None:
             return TopicPartition(topic, partition, OFFSET_BEGINNING)
-        state.next[(topic, partition)] = position + 1
         return TopicPartition(topic, partition, position + 1)
+
+    # workers group (consumer thread: the callbacks run inside consumer.consume())
+
+    def _subscribe(self) -> Consumer:
+        from engine.kafka.clients import consumer
+
+        group = self.options.workers_group
+        assert group is not None
+        topics = self._topics()
+        extra: dict[str, Any] = {"partition.assignment.strategy": WORKERS_ASSIGNMENT}
+        mirrors = {st.group for st in self._pools.values() if st.group == group}
+        if mirrors:
+            mirror = _SubscribedMirror(group)
+            extra["on_commit"] = mirror.on_commit
+            for name, st in self._pools.items():
+                if st.group == group:
+                    self._mirrors[name] = mirror
+        client = consumer(self.kafka, group=group, extra=extra)
+        client.subscribe(
+            list(topics),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        self._partition_counts = topics
+        with self._lock:
+            self._notes.append(f"joining workers group {group}")
+        return client
+
+    def _view(self, pool: str) -> Any:
+        """The consumer thread's own, fresh view of a pool's Delta log."""
+        from engine.lake import delta
+
+        view = self._views.get(pool)
+        if view is None:
+            view = self._views[pool] = delta.open_table(self._pools[pool].pool.path)
+        else:
+            view.update_incremental()
+        return view
+
+    def _on_assign(self, client: Consumer, partitions: list[Any]) -> None:
+        """The group gave us partitions: start each right after the pool's position
+        (never at the group's committed offsets: the Delta log holds the positions)."""
+        views: dict[str, Any] = {}
+        starts = []
+        for tp in partitions:
+            name = self._route.get(tp.topic)
+            if name is None:  # not an input (cannot happen: we subscribe to inputs only)
+                continue
+            if name not in views:
+                views[name] = self._view(name)
+            state = self._pools[name]
+            starts.append(self._start_at(state, tp.topic, tp.partition, table=views[name]))
+        with self._lock:
+            self._rebalances += 1
+            self._owned.update((s.topic, s.partition) for s in starts)
+            for s in starts:
+                self._seeks.pop((s.topic, s.partition), None)
+            if starts:
+                self._notes.append("assigned " + _tp_list(starts))
+        # the pool's positions (a start is position + 1; OFFSET_BEGINNING is negative)
+        held = {(s.topic, s.partition): s.offset - 1 for s in starts if s.offset >= 0}
+        for mirror in set(self._mirrors.values()):
+            if isinstance(mirror, _SubscribedMirror):
+                mirror.publish(held)  # the group's offsets catch up with the pool's
+        client.assign(starts)  # eager (WORKERS_ASSIGNMENT): the whole new assignment
+        log.info("workers group %s: assigned %s", self.options.workers_group, _tp_list(starts))
+
+    def _on_revoke(self, client: Consumer, partitions: list[Any]) -> None:
+        self._give_up(client, partitions, "revoked")
+
+    def _on_lost(self, client: Consumer, partitions: list[Any]) -> None:
+        self._give_up(client, partitions, "lost")
+
+    def _give_up(self, client: Consumer, partitions: list[Any], how: str) -> None:
+        """Partitions went to another worker: drop their buffered (uncommitted) rows and
+        forget where they were. A batch already handed to the committer is safe: rows the
+        pool holds are dropped when it is planned, and see :meth:`_write` for the rest."""
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        dropped = sum(buffer.drop(gone) for buffer in self._buffers.values())
+        with self._lock:
+            self._rebalances += 1
+            self._owned -= gone
+            for tp in gone:
+                self._seeks.pop(tp, None)
+                for state in self._pools.values():
+                    state.next.pop(tp, None)
+                    state.positions.pop(tp, None)
+            if gone:
+                more = f" ({dropped:,} buffered records dropped)" if dropped else ""
+                self._notes.append(f"{how} {_tp_list(partitions)}{more}")
+        try:
+            client.unassign()  # eager (WORKERS_ASSIGNMENT): everything goes back
+        except Exception as exc:  # noqa: BLE001 - the client unassigns them anyway
+            log.debug("unassign after %s partitions failed: %s", how, exc)
+        log.info("workers group %s: %s %s", self.options.workers_group, how, _tp_list(partitions))
+
+    def _flush_mirror(self, client: Consumer, *, final: bool = False) -> None:
+        mirror = next((m for m in self._mirrors.values() if isinstance(m, _SubscribedMirror)), None)
+        if mirror is None:
+            return
+        with self._lock:
+            owned = set(self._owned)
+        try:
+            mirror.flush(client, owned, final=final)
+        except Exception as exc:  # noqa: BLE001 - a mirror never stops the ingest
+            log.warning("cannot mirror positions to %s: %s", mirror.group, exc)
 
     # consumer thread
 
     def _consume(self, consumer: Consumer, stop: threading.Event) -> bool:
         """Poll and cut batches until stopped (True) or idle for exit_after (True)."""
         opts = self.options
-        buffers = {name: _Buffer(name) for name in self._pools}
+        buffers = self._buffers = {name: _Buffer(name) for name in self._pools}
         single = next(iter(buffers.values())) if len(buffers) == 1 else None
+        in_group = self._grouped
         route = self._route
         started = time.monotonic()
         last_record = started
@@ -988,12 +1242,18 @@ class Ingest:
         while not stop.is_set():
             if self._error is not None:
                 return False
+            rebalances = self._rebalances
             messages = consumer.consume(want, _POLL)
             now = time.monotonic()
             if messages:
                 good = [m for m in messages if m.error() is None]
                 if len(good) != len(messages):
                     self._message_errors([m for m in messages if m.error() is not None])
+                if in_group and self._rebalances != rebalances:
+                    # partitions moved during this call: keep only what is still ours
+                    with self._lock:
+                        owned = set(self._owned)
+                    good = [m for m in good if (m.topic(), m.partition()) in owned]
                 if good:
                     last_record = now
                     with self._lock:
@@ -1007,6 +1267,10 @@ class Ingest:
                             grouped.setdefault(route[m.topic()], []).append(m)
                         for name, msgs in grouped.items():
                             self._fill(buffers[name], msgs, now)
+            if in_group and (self._rebalances != rebalances or not self._rebalances):
+                # joining the group or taking partitions over is not idleness: exit_after
+                # counts from the latest rebalance
+                last_record = max(last_record, now)
             for buffer in buffers.values():
                 if buffer.messages and now - buffer.first_at >= opts.interval:
                     self._hand_over(buffer)
@@ -1017,8 +1281,11 @@ class Ingest:
                 handed = self._handed
                 self._read_watermarks(consumer)
                 next_watermarks = now + WATERMARK_EVERY
+            if in_group:
+                self._flush_mirror(consumer)
             if now >= next_metadata:
-                self._new_partitions(consumer)
+                if not in_group:  # a subscription picks new partitions up by itself
+                    self._new_partitions(consumer)
                 next_metadata = now + METADATA_EVERY
                 if self._gc_paused and time.monotonic() - self._full_gc_at >= FULL_GC_EVERY:
                     self._collect()  # idle for long: no commit collects
@@ -1046,7 +1313,7 @@ class Ingest:
                 self._hand_over(buffer)
 
     def _hand_over(self, buffer: _Buffer) -> None:
-        batch = _Batch(buffer.pool, buffer.take())
+        batch = _Batch(buffer.pool, buffer.take(), self._rebalances)
         self._handed += 1
         with self._lock:
             self._inflight += 1
@@ -1078,6 +1345,8 @@ class Ingest:
 
         with self._lock:
             seeks, self._seeks = self._seeks, {}
+            if self._grouped:  # only partitions this worker still owns
+                seeks = {tp: off for tp, off in seeks.items() if tp in self._owned}
         for (topic, partition), offset in seeks.items():
             try:
                 current = consumer.position([TopicPartition(topic, partition)])[0].offset
@@ -1090,16 +1359,24 @@ class Ingest:
         from confluent_kafka import KafkaException, TopicPartition
 
         marks = {}
-        for item in self.inputs:
-            for partition in range(self._partition_counts.get(item.topic, 0)):
-                try:
-                    low, high = consumer.get_watermark_offsets(
-                        TopicPartition(item.topic, partition), cached=True
-                    )
-                except KafkaException:
-                    continue
-                if high >= 0:
-                    marks[(item.topic, partition)] = (max(low, 0), high)
+        if self._grouped:
+            with self._lock:
+                partitions = sorted(self._owned)
+        else:
+            partitions = [
+                (item.topic, partition)
+                for item in self.inputs
+                for partition in range(self._partition_counts.get(item.topic, 0))
+            ]
+        for topic, partition in partitions:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), cached=True
+                )
+            except KafkaException:
+                continue
+            if high >= 0:
+                marks[(topic, partition)] = (max(low, 0), high)
         with self._lock:
             self._watermarks.update(marks)
 
@@ -1216,6 +1493,7 @@ class Ingest:
     def _prepare(self, batch: _Batch) -> _Prepared:
         started = time.monotonic()
         batch_pool = batch.pool
+        generation = batch.generation
         state = self._pools[batch_pool]
         messages = batch.messages
         n = len(messages)
@@ -1302,7 +1580,9 @@ class Ingest:
 
         positions = _positions(topics, part_arr, off_arr)
         timings["build"] = time.monotonic() - started - sum(timings.values())
-        return _Prepared(batch_pool, rows_table, positions, wanted, len(bad), started, timings)
+        return _Prepared(
+            batch_pool, rows_table, positions, wanted, len(bad), started, timings, generation
+        )
 
     def _write(self, prepared: _Prepared) -> None:
         state = self._pools[prepared.pool]
@@ -1310,7 +1590,8 @@ class Ingest:
         rows_table, positions, wanted = prepared.rows, prepared.positions, prepared.wanted
         started, timings = prepared.started, prepared.timings
         timings["queued"] = time.monotonic() - started - sum(timings.values())
-        starts = {tp: state.next[tp] for tp in positions if tp in state.next}
+        with self._lock:  # the consumer thread changes `next` when partitions move
+            starts = {tp: n for tp in positions if (n := state.next.get(tp)) is not None}
         # the types first: they only grow, so a lost data commit leaves them harmless
         changed = {
             t: ty
@@ -1321,22 +1602,40 @@ class Ingest:
             pool.record_types(changed)
             state.recorded.update(changed)
 
-        result = pool.append_records(
-            rows_table,
-            positions,
-            starts=starts,
-            metadata={"zync.app": "from-kafka", "zync.pid": _WRITER},
-        )
+        metadata = {"zync.app": "from-kafka", "zync.pid": _WRITER}
+        moved: set[tuple[str, int]] = set()
+        try:
+            result = pool.append_records(rows_table, positions, starts=starts, metadata=metadata)
+        except PoolError:
+            moved = self._moved_away(state, prepared, starts)
+            if not moved:
+                raise
+            # a workers group gave these partitions to another worker after the batch
+            # was cut, and their pool position is no longer where the batch starts: skip
+            # them (their owner ingests them from the pool's position), commit the rest
+            rows_table = _without_partitions(rows_table, moved)
+            positions = {tp: off for tp, off in positions.items() if tp not in moved}
+            starts = {tp: off for tp, off in starts.items() if tp not in moved}
+            with self._lock:
+                self._notes.append(f"skipped {_tp_list(moved)}: another worker owns them now")
+            log.info("skipped %s of a batch: another worker owns them now", _tp_list(moved))
+            if not positions:
+                return
+            result = pool.append_records(rows_table, positions, starts=starts, metadata=metadata)
         timings["commit"] = time.monotonic() - started - sum(timings.values())
-        for tp, off in positions.items():
-            state.next[tp] = off + 1
         held = {tp: pool.position(*tp) for tp in positions}
         # dead letters of this batch that went in (when another writer committed part
         # of the batch first, the count is an estimate)
-        dead = prepared.dead if result.skipped == 0 else min(prepared.dead, result.rows)
+        exact = result.skipped == 0 and not moved
+        dead = prepared.dead if exact else min(prepared.dead, result.rows)
         now = time.time()
         with self._lock:
-            state.positions.update(held)
+            # a workers group: only the partitions this worker still owns (the consumer
+            # thread reset the others' state when they were revoked)
+            mine = set(positions) & self._owned if self._grouped else set(positions)
+            for tp in mine:
+                state.next[tp] = positions[tp] + 1
+            state.positions.update({tp: held[tp] for tp in mine})
             state.skipped += result.skipped
             if result.version is not None:
                 state.version = result.version
@@ -1347,7 +1646,8 @@ class Ingest:
                 state.last_commit_records = result.rows
                 state.window.append((time.monotonic(), result.rows))
                 self._last_commit = CommitRef(pool.name, result.version, now, result.rows)
-            for tp, off in held.items():
+            for tp in mine:
+                off = held[tp]
                 if off is not None and off + 1 > state.next[tp]:
                     # another writer got further: skip what it committed
                     self._seeks[tp] = off + 1
@@ -1357,6 +1657,8 @@ class Ingest:
             if mirror is None:
                 mirror = _GroupMirror(self.kafka, state.group)
                 self._mirrors[pool.name] = mirror
+            # every partition committed, owned or not: a commit of a partition revoked
+            # meanwhile may be its last (the mirror commits only what this worker owns)
             mirror.publish({tp: off for tp, off in held.items() if off is not None})
         if result.version is None:
             return
@@ -1385,6 +1687,29 @@ class Ingest:
                     stats=self.status(),
                 )
             )
+
+    def _moved_away(
+        self,
+        state: _PoolState,
+        prepared: _Prepared,
+        starts: Mapping[tuple[str, int], int],
+    ) -> set[tuple[str, int]]:
+        """After a refused commit: the partitions whose batch rows start past the pool's
+        position (the ``starts`` guard) and that moved to another worker since the batch
+        was cut. Empty when the refusal is anything else, or a real seeking bug."""
+        if not self._grouped:
+            return set()
+        pool = state.pool
+        pool.refresh()
+        gapped = {
+            tp for tp, start in starts.items()
+            if (have := pool.position(*tp)) is not None and start > have + 1
+        }  # fmt: skip
+        with self._lock:
+            owned = set(self._owned)
+            rebalanced = self._rebalances != prepared.generation
+        moved = {tp for tp in gapped if tp not in owned or rebalanced}
+        return moved if moved == gapped else set()
 
     def _refuse(
         self,
@@ -1506,6 +1831,26 @@ def _positions(topics: pa.Array, partitions: pa.Array, offsets: pa.Array) -> dic
             strict=True,
         )
     }
+
+
+def _without_partitions(rows: pa.Table, gone: set[tuple[str, int]]) -> pa.Table:
+    """``rows`` without the rows (records and dead letters) of partitions ``gone``."""
+    kafka = rows.column("kafka")
+    topics = pc.struct_field(kafka, "topic")
+    partitions = pc.struct_field(kafka, "partition")
+    drop = None
+    for topic, partition in gone:
+        hit = pc.and_(pc.equal(topics, topic), pc.equal(partitions, partition))
+        drop = hit if drop is None else pc.or_(drop, hit)
+    return rows if drop is None else rows.filter(pc.invert(drop))
+
+
+def _tp_list(partitions: Iterable[Any]) -> str:
+    """``t[0], t[1]`` for (topic, partition) pairs or TopicPartitions."""
+    pairs = sorted(
+        (p.topic, p.partition) if hasattr(p, "topic") else (p[0], p[1]) for p in partitions
+    )
+    return ", ".join(f"{t}[{p}]" for t, p in pairs) or "nothing"
 
 
 def _describe(exc: BaseException) -> str:

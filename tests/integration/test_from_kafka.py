@@ -355,3 +355,104 @@ def test_service_api_start_status_stop(kafka, lake: Lake) -> None:
     assert ingest.status().state == "stopped"
     assert not ingest.running
     assert sum(c.records for c in commits) == 500
+
+
+def test_workers_group_starts_at_the_pools_positions_and_hands_over_on_stop(kafka, lake: Lake) -> None:
+    """Two in-process workers of one workers group (issue 8, item 3): partitions start where
+    the pool says (never at the group's committed offsets), a worker that stops hands its
+    partitions to the other, the pool holds every record once, and the positions are
+    mirrored to the workers group itself. (tests/integration/test_workers_group.py: kill -9.)"""
+    with pytest.raises(IngestError, match="workers group must be a non-empty"):
+        IngestOptions(workers_group=" ")
+    topic, group = name("wg"), name("wg")
+    clients.ensure_topic(kafka, topic, partitions=2)
+    lake.create_pool("wg")
+
+    def records(first: int, n: int) -> list[tuple[int, bytes | None, bytes | None]]:
+        return [(i % 2, None, json.dumps({"i": i}).encode()) for i in range(first, first + n)]
+
+    # the pool holds the first 40 records already (an assign-mode run, no mirror) ...
+    send(kafka, topic, records(0, 40))
+    Ingest([IngestInput(topic, "wg")], lake=lake, kafka=kafka,
+           options=IngestOptions(exit_after=1.0, group="")).run()
+    assert lake.open_pool("wg").position(topic, 0) == 19
+    # ... and the group's committed offsets are ahead of it (within the log, so that
+    # librdkafka's offset reset does not hide the mistake): a worker starting there would
+    # skip offsets 20-29 of each partition
+    mirror = clients.consumer(kafka, group=group)
+    mirror.commit(offsets=[TopicPartition(topic, p, 30) for p in (0, 1)], asynchronous=False)
+    mirror.close()
+    send(kafka, topic, records(40, 60))
+
+    options = IngestOptions(workers_group=group, interval=0.2, max_records=50, pause_gc=False)
+    workers = [Ingest([IngestInput(topic, "wg")], lake=lake, kafka=kafka, options=options) for _ in range(2)]
+
+    def owned(worker: Ingest) -> set[int]:
+        pool = worker.status().pool("wg")
+        return {p.partition for p in pool.partitions} if pool else set()
+
+    def wait(condition, what: str, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            for w in workers:
+                assert w.status().state in ("starting", "running", "stopped"), w.status().error
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {[w.status() for w in workers]}"
+            time.sleep(0.1)
+
+    def pool_keys() -> list[tuple[int, int]]:
+        return [(r["kafka"]["partition"], r["kafka"]["offset"]) for r in pool_rows(lake, "wg")]
+
+    first, second = workers
+    try:
+        for w in workers:
+            w.start()
+        wait(lambda: owned(first) and owned(second), "both workers to own a partition")
+        assert owned(first) | owned(second) == {0, 1}
+        wait(lambda: len(pool_keys()) == 100, "the first 100 records")
+        first.stop()
+        assert first.status().state == "stopped"
+        send(kafka, topic, records(100, 100))
+        wait(lambda: owned(second) == {0, 1} and len(pool_keys()) == 200, "the survivor to take over")
+        pool = second.status().pool("wg")
+        assert pool is not None
+        assert pool.group == group
+    finally:
+        for w in workers:
+            w.stop()
+    assert second.status().state == "stopped", second.status().error
+
+    keys = pool_keys()
+    assert len(keys) == len(set(keys)) == 200
+    rows = pool_rows(lake, "wg")
+    assert sorted(json.loads(r["value"])["i"] for r in rows) == list(range(200))
+    assert [r["seqno"] for r in rows] == list(range(200))
+    # the positions were mirrored to the workers group, by its members
+    check = clients.consumer(kafka, group=group)
+    committed = check.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10)
+    check.close()
+    assert [(c.partition, c.offset) for c in committed] == [(0, 100), (1, 100)]
+
+    # --exit-after counts from the group's assignment, not from the start (joining takes
+    # seconds on Tansu): a lone worker of a new group still reads everything, then exits
+    lake.create_pool("wg2")
+    stats = Ingest([IngestInput(topic, "wg2")], lake=lake, kafka=kafka,
+                   options=IngestOptions(workers_group=name("wg"), exit_after=1.0)).run()
+    assert stats.records == 200
+    assert stats.state == "stopped"
+
+
+def test_spark_master_option_reaches_spark(lake: Lake, tmp_path: Path) -> None:
+    """`--spark-master` wins over $ZYNC_SPARK_MASTER (for `from-kafka --shaper` and
+    `query`): an unreachable master is named in a one-line error before any work."""
+    lake.create_pool("sm")
+    shaper = tmp_path / "shaper.sql"
+    shaper.write_text("SELECT * FROM batch\n")
+    env = dict(os.environ, ZYNC_HOME=str(tmp_path / "home"), ZYNC_LAKE=str(lake.root),
+               ZYNC_SPARK_MASTER="spark://127.0.0.1:2", ZYNC_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
+    base = [sys.executable, "-m", "zync_tui.commands.pool"]
+    for args in (["from-kafka", "-t", "t", "-p", "sm", "--shaper", str(shaper)], ["query", "SELECT 1"]):
+        out = subprocess.run([*base, *args, "--spark-master", "spark://127.0.0.1:1"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 1, out
+        assert "cannot reach the Spark master spark://127.0.0.1:1" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr

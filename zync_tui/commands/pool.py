@@ -30,6 +30,7 @@ from rich.table import Table
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.durations import duration_option, format_duration
 from zync_tui.errors import UserError, user_errors, warn
+from zync_tui.options import SparkMasterOption
 
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -527,16 +528,31 @@ def from_kafka(
         typer.Option(help="A record that cannot be decoded or shaped: keep it as a dead letter, "
                           "or fail before committing its batch."),
     ] = OnError.deadletter,
+    workers_group: Annotated[
+        str | None,
+        typer.Option("--workers-group", metavar="GROUP",
+                     help="Share the partitions with the other from-kafka processes of this "
+                          "consumer group (each takes its share; the survivors take over from a "
+                          "worker that stops or dies). Partitions still start where the pool's "
+                          "Delta log says, never at the group's offsets. Default: this process "
+                          "reads every partition.", show_default=False),
+    ] = None,
     group: Annotated[
         str | None,
-        typer.Option(help="Consumer group the committed positions are mirrored to, for lag "
-                          "tools (default: zync-<pool>; '' for none).", show_default=False),
+        typer.Option(metavar="GROUP",
+                     help="Consumer group the committed positions are mirrored to, for lag "
+                          "tools only (default: zync-<pool>; with --workers-group, that group, "
+                          "committed by its members themselves, as an active group refuses "
+                          "commits from outside it; '' for none). Another name than "
+                          "--workers-group must be a group no consumer subscribes to.",
+                     show_default=False),
     ] = None,
     shaper: Annotated[
         Path | None,
         typer.Option(metavar="FILE.sql", help="A Spark SQL SELECT over the view `batch` applied "
                                               "before each commit.", show_default=False),
     ] = None,
+    spark_master: SparkMasterOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No stats lines.")] = False,
     progress: Annotated[
         bool, typer.Option(help="A progress bar on a terminal while catching up.")
@@ -544,7 +560,7 @@ def from_kafka(
 ) -> None:
     """Copy Kafka topics into raw pools, exactly once.
 
-    Every partition; resumes where the pool's Delta log says, after a crash too. One line per commit: pool, Delta version, records, dead letters and lag per topic.
+    Every partition (or, with --workers-group, this worker's share); resumes where the pool's Delta log says, after a crash too. One line per commit: pool, Delta version, records, dead letters and lag per topic. Spark runs only with --shaper.
     """
     from engine.from_kafka import Ingest, IngestInput, IngestOptions, load_inputs
     from engine.lake.shaper import Shaper
@@ -570,13 +586,19 @@ def from_kafka(
             key_format=key_format.value,
             on_error=on_error.value,
             group=group,
+            workers_group=workers_group,
             shaper=shaper_sql,
             shaper_source=str(shaper) if shaper else "<shaper>",
             create_pools=create_pool,
         )
         registry = conn.registry(required=False)
         ingest = Ingest(
-            inputs, lake=_lake(lake), kafka=conn.kafka(), registry=registry, options=options
+            inputs,
+            lake=_lake(lake),
+            kafka=conn.kafka(),
+            registry=registry,
+            options=options,
+            spark=lambda: _spark(spark_master),  # started only with a shaper
         )
         started = time.monotonic()
         with _Reporter(quiet, progress) as reporter:
@@ -593,10 +615,13 @@ def from_kafka(
 # --------------------------------------------------------------------------- query
 
 
-def _spark() -> Any:
+def _spark(master: str | None = None) -> Any:
+    """The SparkSession: ``master`` (--spark-master), else $ZYNC_SPARK_MASTER, spark.json,
+    local[*]."""
+    from engine.config import load_spark_settings
     from engine.spark import get_spark
 
-    return get_spark()  # the configured master (spark.json, $ZYNC_SPARK_MASTER)
+    return get_spark(load_spark_settings(master))
 
 
 def _as_text(df: Any) -> Any:
@@ -628,6 +653,7 @@ def query(
     limit: Annotated[
         int | None, typer.Option(min=0, help="Print at most this many rows.", show_default=False)
     ] = None,
+    spark_master: SparkMasterOption = None,
 ) -> None:
     """Run Spark SQL over the pools of the lake.
 
@@ -638,7 +664,7 @@ def query(
     from engine.lake.query import query as run_query
 
     with _errors():
-        spark = _spark()
+        spark = _spark(spark_master)
         df, catalog = run_query(spark, _lake(lake), sql, as_of=as_of)
         for name, reason in catalog.skipped.items():
             if as_of is None:
