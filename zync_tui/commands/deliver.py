@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.errors import UserError
 
@@ -209,18 +210,8 @@ def register(app: typer.Typer) -> None:
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer(
-        no_args_is_help=True,
-        pretty_exceptions_show_locals=False,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """zync to-kafka, standalone."""
-
-    return app
+    """A typer app with just these commands (tests, ``python -m``)."""
+    return standalone_app(register)
 
 
 if __name__ == "__main__":

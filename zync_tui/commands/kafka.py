@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from zync_tui.commands import standalone_app
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError, user_errors, warn
 
@@ -513,14 +514,7 @@ def register(app: typer.Typer) -> None:
 
 def make_app() -> typer.Typer:
     """A typer app with just these commands (tests, ``python -m``)."""
-    app = typer.Typer(
-        no_args_is_help=True,
-        pretty_exceptions_show_locals=False,
-        rich_markup_mode="rich",
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    register(app)
-    return app
+    return standalone_app(register)
 
 
 if __name__ == "__main__":

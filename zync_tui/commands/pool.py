@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.durations import duration_option, format_duration
 from zync_tui.errors import UserError, user_errors, warn
@@ -716,14 +717,7 @@ def register(root: typer.Typer) -> None:
 
 def make_app() -> typer.Typer:
     """A typer app with just these commands (tests, ``python -m``)."""
-    root = typer.Typer(
-        no_args_is_help=True,
-        pretty_exceptions_show_locals=False,
-        rich_markup_mode="rich",
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    register(root)
-    return root
+    return standalone_app(register)
 
 
 if __name__ == "__main__":

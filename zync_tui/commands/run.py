@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from zync_tui.commands import standalone_app
 from zync_tui.commands.deliver import (
     EnvelopeChoice,
     LakeOption,
@@ -149,18 +150,8 @@ def register(app: typer.Typer) -> None:
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer(
-        no_args_is_help=True,
-        pretty_exceptions_show_locals=False,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """zync run, standalone."""
-
-    return app
+    """A typer app with just these commands (tests, ``python -m``)."""
+    return standalone_app(register)
 
 
 if __name__ == "__main__":
