@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zync_tui.errors import UserError, user_errors
+from zync_tui.options import SparkMasterOption
 
 if TYPE_CHECKING:
     from engine.etl import EtlRunner
@@ -33,7 +34,7 @@ LimitOpt = Annotated[
 ]
 
 
-def _runner(config: Path, lake: Path | None) -> EtlRunner:
+def _runner(config: Path, lake: Path | None, spark_master: str | None = None) -> EtlRunner:
     from engine.config import lake_path, load_spark_settings
     from engine.etl import EtlRunner, load_config
     from engine.lake.pools import Lake
@@ -44,7 +45,7 @@ def _runner(config: Path, lake: Path | None) -> EtlRunner:
     if not root.is_dir():
         raise UserError(f"no lake at {root}: create pools with `zync pool create`, or pass --lake")
     try:
-        spark = get_spark(load_spark_settings())
+        spark = get_spark(load_spark_settings(spark_master))
     except JavaNotFoundError as exc:
         raise UserError(str(exc)) from None
     return EtlRunner(etl_config, Lake(root), spark)
@@ -70,10 +71,11 @@ def etl(
         bool, typer.Option("--dry-run", help="Compute and show the outputs without committing them.")
     ] = False,
     as_json: JsonOpt = False,
+    spark_master: SparkMasterOption = None,
 ) -> None:
     """Run one ETL pass: outputs, completion markers and cursors in one staging commit."""
     with user_errors():
-        runner = _runner(config, lake)
+        runner = _runner(config, lake, spark_master)
         if explain:
             typer.echo(runner.explain())
             return
@@ -90,13 +92,17 @@ def etl(
 
 
 def pending(
-    config: ConfigArg, lake: LakeOpt = None, as_json: JsonOpt = False, limit: LimitOpt = 1000
+    config: ConfigArg,
+    lake: LakeOpt = None,
+    as_json: JsonOpt = False,
+    limit: LimitOpt = 1000,
+    spark_master: SparkMasterOption = None,
 ) -> None:
     """List input records after the cursors that no rule has consumed yet."""
     from engine.etl.expiry import format_age
 
     with user_errors():
-        records = _runner(config, lake).pending(limit=limit or None)
+        records = _runner(config, lake, spark_master).pending(limit=limit or None)
         if as_json:
             _echo_json([r.to_json() for r in records])
             return
@@ -113,13 +119,17 @@ def pending(
 
 
 def expired(
-    config: ConfigArg, lake: LakeOpt = None, as_json: JsonOpt = False, limit: LimitOpt = 1000
+    config: ConfigArg,
+    lake: LakeOpt = None,
+    as_json: JsonOpt = False,
+    limit: LimitOpt = 1000,
+    spark_master: SparkMasterOption = None,
 ) -> None:
     """List input records the ETL gave up on (expire-after), with their envelope."""
     from engine.etl.expiry import format_age
 
     with user_errors():
-        records = _runner(config, lake).expired(limit=limit or None)
+        records = _runner(config, lake, spark_master).expired(limit=limit or None)
         if as_json:
             _echo_json([r.to_json() for r in records])
             return
