@@ -29,8 +29,11 @@ def tui(
         bool, typer.Option("--paused", help="Do not start the loops when the console opens.")
     ] = False,
 ) -> None:
-    """Open the operations console: live offsets, lag, cursors, pending and expired
-    records, and the loops (from-kafka, ETL, to-kafka) to start and stop. `?` lists the keys."""
+    """Open the operations console: offsets, lag, cursors, pending/expired, loops.
+
+    Shows the pipeline live and lets you start and stop the loops (from-kafka, ETL,
+    to-kafka) and run an ETL pass. `?` lists the keys.
+    """
     from zync_tui.console.app import make_app
 
     if config is not None and not config.exists():
@@ -55,9 +58,12 @@ def demo(
         float, typer.Option(help="Seconds to wait for each step of the headless run.")
     ] = 300.0,
 ) -> None:
-    """Watch zync work: starts the embedded broker and registry, creates the Raw and
-    Staging pools, loads the invoice scenario and opens the console; `n` publishes the
-    next batch of Debezium events."""
+    """Watch zync work: the invoice scenario on the embedded stack, in the console.
+
+    Starts the embedded broker and registry, creates the Raw and Staging pools, loads
+    the invoice scenario and opens the console; `n` publishes the next batch of Debezium
+    events. `--no-tui` runs all four batches headless and prints the final tables.
+    """
     if no_tui:
         _headless(lake, timeout)
         return
