@@ -376,7 +376,7 @@ _REGISTRY_KEYS: Final[Mapping[str, _Kind]] = {
 @dataclass(frozen=True)
 class _Setting:
     value: Any
-    origin: str  # e.g. "/root/.zync/kafka.json: sasl_username" or "$ZYNC_KAFKA_..."
+    origin: str  # e.g. "~/.zync/kafka.json: sasl_username" or "$ZYNC_KAFKA_..."
     base_dir: Path | None = None  # relative paths in a file are relative to the file
 
 
