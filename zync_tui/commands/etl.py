@@ -91,6 +91,26 @@ def etl(
             console.print(table)
 
 
+def _print_records(kind: str, records: list[Any], limit: int, *, as_json: bool, with_value: bool) -> None:
+    """The `pending`/`expired` listing: JSON, or a table (topic, partition, offset, key, rule,
+    age[, value])."""
+    from engine.etl.expiry import format_age
+
+    if as_json:
+        _echo_json([r.to_json() for r in records])
+        return
+    if not records:
+        typer.echo(f"no {kind} records")
+        return
+    title = f"{kind} (first {limit})" if limit and len(records) == limit else kind
+    columns = ["topic", "partition", "offset", "key", "rule", "age"] + (["value"] if with_value else [])
+    table = Table(*columns, title=title)
+    for r in records:
+        cells = [r.topic, str(r.partition), str(r.offset), _short(r.key), r.rule or "(none)", format_age(r.age)]
+        table.add_row(*cells, *([_short(r.value)] if with_value else []))
+    console.print(table)
+
+
 def pending(
     config: ConfigArg,
     lake: LakeOpt = None,
@@ -99,23 +119,9 @@ def pending(
     spark_master: SparkMasterOption = None,
 ) -> None:
     """List input records after the cursors that no rule has consumed yet."""
-    from engine.etl.expiry import format_age
-
     with user_errors():
         records = _runner(config, lake, spark_master).pending(limit=limit or None)
-        if as_json:
-            _echo_json([r.to_json() for r in records])
-            return
-        if not records:
-            typer.echo("no pending records")
-            return
-        title = f"pending (first {limit})" if limit and len(records) == limit else "pending"
-        table = Table("topic", "partition", "offset", "key", "rule", "age", title=title)
-        for r in records:
-            table.add_row(
-                r.topic, str(r.partition), str(r.offset), _short(r.key), r.rule or "(none)", format_age(r.age)
-            )
-        console.print(table)
+        _print_records("pending", records, limit, as_json=as_json, with_value=False)
 
 
 def expired(
@@ -126,29 +132,9 @@ def expired(
     spark_master: SparkMasterOption = None,
 ) -> None:
     """List input records the ETL gave up on (expire-after), with their envelope."""
-    from engine.etl.expiry import format_age
-
     with user_errors():
         records = _runner(config, lake, spark_master).expired(limit=limit or None)
-        if as_json:
-            _echo_json([r.to_json() for r in records])
-            return
-        if not records:
-            typer.echo("no expired records")
-            return
-        title = f"expired (first {limit})" if limit and len(records) == limit else "expired"
-        table = Table("topic", "partition", "offset", "key", "rule", "age", "value", title=title)
-        for r in records:
-            table.add_row(
-                r.topic,
-                str(r.partition),
-                str(r.offset),
-                _short(r.key),
-                r.rule or "(none)",
-                format_age(r.age),
-                _short(r.value),
-            )
-        console.print(table)
+        _print_records("expired", records, limit, as_json=as_json, with_value=True)
 
 
 def register(app: typer.Typer) -> None:
