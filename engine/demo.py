@@ -383,22 +383,31 @@ def make_pipeline(demo: Demo, **kwargs: Any) -> Any:
     return Pipeline(demo.config_path, demo.lake, **extra)
 
 
+def _spark(master: str | None) -> Any:
+    from engine.config import load_spark_settings
+    from engine.spark import get_spark
+
+    return get_spark(load_spark_settings(master))
+
+
 def run_demo(
     demo: Demo | None = None,
     *,
     timeout: float = 300.0,
     progress: Callable[[str], None] | None = None,
+    spark_master: str | None = None,
 ) -> DemoResult:
     """The whole scenario headless: prepare, start the loops, publish every batch (each
     once the previous one reached the lake), wait until Staging and the output topic hold
-    the 8 outputs, stop the loops. Raises :class:`DemoError` on a timeout."""
+    the 8 outputs, stop the loops. ``spark_master``: where the ETL runs (default: the
+    configured master, else ``local[*]``). Raises :class:`DemoError` on a timeout."""
     say = progress or (lambda text: None)
     started = time.monotonic()
     demo = demo or Demo()
     result = DemoResult()
     for note in demo.prepare():
         say(note)
-    pipeline = make_pipeline(demo)
+    pipeline = make_pipeline(demo, spark=lambda: _spark(spark_master))
     pipeline.start()
     say("loops started: from-kafka, ETL, to-kafka")
     try:

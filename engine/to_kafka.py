@@ -41,8 +41,10 @@ Reading and throughput
 The first pass reads the snapshot's files in commit order (a reader thread, streamed);
 later passes read only the versions committed since, through the Delta log's change data
 feed (``load_cdf``). While one transaction (at most ``batch_records`` records) is
-produced, the next is read and encoded in other threads: Avro through Arrow and polars
-(:class:`AvroPart`), JSON and Connect JSON as Arrow string operations.
+produced, the next ones are read and encoded in other threads: Avro through Arrow and
+polars (:class:`AvroPart`), JSON and Connect JSON as Arrow string operations. The first
+transaction of a pass is small (:data:`FIRST_TRANSACTION`), so producing starts while
+the rest is still being read and encoded.
 
 Envelopes
 ---------
@@ -139,8 +141,12 @@ POLL_INTERVAL = 0.2
 #: this many (and the first and the last) carry the position headers; in a smaller one,
 #: every message does.
 ANCHOR_EVERY = 1_000
+#: Records in the first transaction of a pass (the next ones grow to ``batch_records``).
+FIRST_TRANSACTION = 8_192
 #: Threads encoding the next transactions while one is produced.
 ENCODERS = 1
+#: Transactions encoded (or being encoded) ahead of the one being produced.
+ENCODE_AHEAD = ENCODERS + 1
 #: Records read back from the end of each partition at first to find the position.
 TAIL_WINDOW = 4 * ANCHOR_EVERY
 TXN_TIMEOUT = 60.0
@@ -1215,8 +1221,9 @@ class Delivery:
             self._read_version = version
             self._set(version=version)
 
-    def _slices(self, rows: _Rows) -> Iterator[_Rows]:
-        """``rows`` in transactions of at most ``batch_records`` (staged offset noted)."""
+    def _slices(self, rows: _Rows, sizes: Iterator[int] | None = None) -> Iterator[_Rows]:
+        """``rows`` in transactions of at most ``batch_records`` (staged offset noted),
+        or of the ``sizes`` given."""
         if not len(rows):
             return
         staged = rows.offsets[-1]
@@ -1225,8 +1232,11 @@ class Delivery:
             staged_offset=staged if current is None else max(current, staged),
             state="catching-up" if len(rows) > self.batch_records else "delivering",
         )
-        for start in range(0, len(rows), self.batch_records):
-            yield rows.slice(start, start + self.batch_records)
+        start = 0
+        while start < len(rows):
+            size = self.batch_records if sizes is None else next(sizes)
+            yield rows.slice(start, start + size)
+            start += size
 
     def _jdbc_chunks(self, version: int) -> Iterator[_Rows]:
         """The records to deliver up to ``version``, checked contiguous, in chunks of at
@@ -1238,12 +1248,21 @@ class Delivery:
             tables = iter(
                 [changes.filter(pc.greater_equal(changes.column("offset"), self._next_offset))]
             )
+        sizes = self._ramp()
         for table in tables:
             rows = _Rows.from_arrow(self._shape(table))
             self._check_contiguous(rows)
             if len(rows):
                 self._next_offset = rows.offsets[-1] + 1
-            yield from self._slices(rows)
+            yield from self._slices(rows, sizes)
+
+    def _ramp(self) -> Iterator[int]:
+        """Transaction sizes of a pass: small at first, so that producing starts while
+        the next records are still read and encoded, then ``batch_records``."""
+        size = min(FIRST_TRANSACTION, self.batch_records)
+        while True:
+            yield size
+            size = min(size * 4, self.batch_records)
 
     def _deliver_stream(self, chunks: Iterator[_Rows], version: int, stop: threading.Event) -> bool:
         """Produce each chunk in a transaction while the next ones are read (a reader
@@ -1253,7 +1272,7 @@ class Delivery:
         from collections import deque
         from concurrent.futures import Future, ThreadPoolExecutor
 
-        ready: queue.Queue[Any] = queue.Queue(maxsize=ENCODERS + 1)
+        ready: queue.Queue[Any] = queue.Queue(maxsize=ENCODE_AHEAD)
         quit_reading = threading.Event()
         end = object()
 
@@ -1284,7 +1303,7 @@ class Delivery:
             try:
                 finished = False
                 while True:
-                    while not finished and len(inflight) < ENCODERS:
+                    while not finished and len(inflight) < ENCODE_AHEAD:
                         item = ready.get()
                         if item is end:
                             finished = True
@@ -1311,9 +1330,9 @@ class Delivery:
 
     def _snapshot_tables(self, low: int) -> Iterator[pa.Table]:
         """The topic's records with ``offset >= low`` in the loaded snapshot, streamed in
-        tables of about ``batch_records`` rows. Files are read in commit order, which is
-        offset order for the ETL's commits; when it is not (compacted files), the rest
-        is read whole and sorted."""
+        tables of about ``batch_records`` rows. Files are read in seqno order (commit
+        order), which is offset order for the ETL's commits; when it is not (compacted
+        files), the rest is read whole and sorted."""
         assert self._pool is not None
         import pyarrow.dataset as ds
 
@@ -1321,16 +1340,21 @@ class Delivery:
 
         table = self._pool.table
         uris = table.file_uris()
-        actions = (
-            pa.table(table.get_add_actions(flatten=True))
-            .select(["path", "modification_time"])
-            .to_pylist()
-        )
+        found = pa.table(table.get_add_actions(flatten=True))
+        columns = ["path", "modification_time"]
+        if "min.seqno" in found.column_names and found.column("min.seqno").null_count == 0:
+            columns.append("min.seqno")  # a commit's files (one per Spark task): by seqno
+        actions = found.select(columns).to_pylist()
         if len(actions) == len(uris) and all(
             u.endswith(a["path"]) for u, a in zip(uris, actions, strict=True)
         ):
             order = sorted(
-                range(len(uris)), key=lambda i: (actions[i]["modification_time"], uris[i])
+                range(len(uris)),
+                key=lambda i: (
+                    actions[i].get("min.seqno", 0),
+                    actions[i]["modification_time"],
+                    uris[i],
+                ),
             )
             uris = [uris[i] for i in order]
         if not uris:
@@ -1353,8 +1377,8 @@ class Delivery:
                 continue
             pending.append(batch)
             size += batch.num_rows
-            if size < self.batch_records:
-                continue
+            if size < (self.batch_records if expected != low else FIRST_TRANSACTION):
+                continue  # the first transaction of a pass is small: it goes sooner
             chunk = pa.Table.from_batches(pending)
             pending, size = [], 0
             offsets = chunk.column("offset")

@@ -13,15 +13,23 @@ A pass (:meth:`EtlRunner.run_pass`):
    anti-join when there are many markers);
 4. assigns each candidate the first matching rule (the candidates are cached once) and
    plans every rule in Spark (:mod:`engine.etl.rules`, :mod:`engine.etl.txn`): small
-   sides are broadcast, so one Spark job collects every candidate's fate (processed or
-   pending) and every output (JSON made by ``to_json`` on the executors), as Arrow;
-5. on the driver, vectorized over those rows (no per-row Python): decides expiry
-   (:mod:`engine.etl.expiry`), orders the outputs (DESIGN.md, decision 5), gives them
-   contiguous offsets per output topic, advances cursors and floors, and commits
-   outputs + markers + positions with
+   sides are broadcast. The result (every candidate's fate and every output, its JSON
+   made by ``to_json``) stays on the executors (persisted); one Spark job brings the
+   driver the fates (processed or pending: a few small columns per input record) and
+   the number of outputs per output topic. (A small pass, up to
+   :data:`DRIVER_OUTPUT_ROWS` candidates, brings its outputs along in that job and the
+   driver writes them with the markers: a Spark write costs more than it saves there;
+   the rows are the same either way.)
+5. on the driver, vectorized over the fates (no per-row Python): decides expiry
+   (:mod:`engine.etl.expiry`), advances cursors and floors, and reserves each output
+   topic's next offsets and the staging seqnos;
+6. on the executors: orders the outputs (DESIGN.md, decision 5) and numbers them per
+   output topic (a window per topic), and writes them as Parquet files into the staging
+   table's directory (:meth:`engine.lake.pools.Pool.write_spark`); the driver writes the
+   markers and commits those files + markers + positions with
    ``staging.commit_rows(..., expect_version=V)``. When another writer moved staging
-   past V the commit fails and the pass re-plans from step 2 (bounded attempts), so two
-   concurrent passes never both commit the same outputs.
+   past V the commit fails (its files are deleted) and the pass re-plans from step 2
+   (bounded attempts), so two concurrent passes never both commit the same outputs.
 
 A pass that finds nothing to do commits nothing. :class:`EtlRunner` keeps the pools
 and the checked configuration warm between passes, and remembers the pool versions of
@@ -96,6 +104,9 @@ _FATES = pa.schema(
 _DONE_AS_SET = 20_000
 #: Up to this many candidates, joins broadcast their small side (no shuffle).
 _BROADCAST_ROWS = 200_000
+#: Up to this many candidates, a pass's outputs come to the driver with the fates (one
+#: Spark job) and are written with the markers; above, the executors write them.
+DRIVER_OUTPUT_ROWS = 20_000
 _PREVIEW = pa.schema(
     [
         pa.field("topic", pa.string()),
@@ -264,17 +275,30 @@ class _Plan:
 
     positions: Positions
     after: Positions
+    #: Marker rows (the outputs stay on the executors: :attr:`outputs`).
     rows: pa.Table
     decided: pa.Table
     pending: pa.Table
-    outputs: pa.Table
+    #: Outputs per output topic.
+    counts: dict[str, int]
     moved: dict[TopicPartition, int]
-    #: The outputs with their offsets, in order: ``topic, offset, timestamp, key, value``.
-    preview: pa.Table | None = None
+    #: The outputs (columns :data:`OUTPUT_COLUMNS`), persisted on the executors until
+    #: :meth:`release`; None when there are none or they came to the driver.
+    outputs: DataFrame | None = None
+    #: The outputs, when a small pass brought them to the driver.
+    local_outputs: pa.Table | None = None
+    #: The first staging seqno of this plan's outputs (the markers follow them).
+    first_seqno: int = 0
+    cached: DataFrame | None = None
 
     @property
     def empty(self) -> bool:
-        return self.rows.num_rows == 0 and not self.moved
+        return self.rows.num_rows == 0 and not self.counts and not self.moved
+
+    def release(self) -> None:
+        if self.cached is not None:
+            self.cached.unpersist()
+            self.cached = None
 
 
 # ------------------------------------------------------------------------------ runner
@@ -406,25 +430,33 @@ class EtlRunner:
                     result.seconds = time.monotonic() - started
                     return result
                 plan = self._plan(positions, checked)
-                result = self._result(plan, dry_run, attempt)
-                if plan.empty:
-                    self._idle = idle_key
-                    self._idle_pending = dict(result.pending)
-                    result.seconds = time.monotonic() - started
-                    return result
-                if dry_run:
-                    result.rows = plan.preview
-                    result.seconds = time.monotonic() - started
-                    return result
                 try:
-                    version = self.staging.commit_rows(
-                        plan.rows,
-                        expect_version=positions.staging_version,
-                        app_transactions=plan.after.changes_from(positions),
-                        metadata={"zync.op": "etl", "zync.etl": self.config.name},
-                    )
-                except delta.CommitConflict:
-                    continue
+                    result = self._result(plan, dry_run, attempt)
+                    if plan.empty:
+                        self._idle = idle_key
+                        self._idle_pending = dict(result.pending)
+                        result.seconds = time.monotonic() - started
+                        return result
+                    if dry_run:
+                        result.rows = self._preview(plan)
+                        result.seconds = time.monotonic() - started
+                        return result
+                    rows = plan.rows
+                    if plan.local_outputs is not None:
+                        rows = pa.concat_tables([_output_rows(self._numbered_arrow(plan)), rows])
+                    files = self._write_outputs(plan)
+                    try:
+                        version = self.staging.commit_rows(
+                            rows,
+                            expect_version=positions.staging_version,
+                            app_transactions=plan.after.changes_from(positions),
+                            metadata={"zync.op": "etl", "zync.etl": self.config.name},
+                            files=files,
+                        )
+                    except delta.CommitConflict:
+                        continue
+                finally:
+                    plan.release()
                 result.committed = True
                 result.staging_version = version
                 result.seconds = time.monotonic() - started
@@ -441,7 +473,7 @@ class EtlRunner:
         result.processed = mk.count_by(mk.where_status(plan.decided, PROCESSED), "topic")
         result.expired = mk.count_by(mk.where_status(plan.decided, EXPIRED), "topic")
         result.pending = mk.count_by(plan.pending, "topic")
-        result.outputs = mk.count_by(plan.outputs, "out")
+        result.outputs = dict(plan.counts)
         for topic in result.outputs:
             first = plan.positions.next_offsets.get(topic, 0)
             result.offsets[topic] = (first, plan.after.next_offsets[topic] - 1)
@@ -524,8 +556,10 @@ class EtlRunner:
         return df.toArrow().select(mk.DONE_SCHEMA.names).cast(mk.DONE_SCHEMA)
 
     def _plan(self, positions: Positions, checked: Checked) -> _Plan:
-        """Read, plan and collect in one Spark job (plus one for the done markers, if
-        any can exist), then decide on the driver."""
+        """Read and plan in Spark; one job (plus one for the done markers, if any can
+        exist) brings the fates and the output counts to the driver, which decides. The
+        outputs stay persisted on the executors for :meth:`_write_outputs`."""
+        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         spark = self.spark
@@ -552,19 +586,59 @@ class EtlRunner:
                         output_parts.append(o)
             if count:
                 fate_parts.append(plan_unmatched(ctx, assigned))
-            table = _collect(fate_parts, output_parts)
+            result = _union(fate_parts, output_parts)
+            local = count <= DRIVER_OUTPUT_ROWS
+            if local:
+                table = result.toArrow()
+            else:
+                result = result.persist(StorageLevel.MEMORY_AND_DISK)
+                try:
+                    table = _summarize(result)
+                except BaseException:
+                    result.unpersist()
+                    raise
         finally:
             if ctx is not None:
                 ctx.drop_views()
             assigned.unpersist()
-        return self._decide(positions, done, table)
+        if local:
+            outputs = table.filter(pc.equal(table.column("kind"), "o"))
+            counts = outputs.group_by("out", use_threads=False).aggregate([([], "count_all")])
+            table = pa.concat_tables(
+                [
+                    table.filter(pc.equal(table.column("kind"), "f")),
+                    _count_rows(counts.column("out"), counts.column("count_all"), table.schema),
+                ]
+            )
+            plan = self._decide(positions, done, table)
+            if plan.counts:
+                plan.local_outputs = outputs.select(list(OUTPUT_COLUMNS))
+            return plan
+        try:
+            plan = self._decide(positions, done, table)
+        except BaseException:
+            result.unpersist()
+            raise
+        if plan.counts:
+            plan.cached = result
+            plan.outputs = result.where(F.col("kind") == "o").select(*OUTPUT_COLUMNS)
+        else:
+            result.unpersist()
+        return plan
 
     def _decide(self, positions: Positions, done: pa.Table, table: pa.Table) -> _Plan:
-        """Expiry, cursors, floors, output order and offsets, marker rows — on the
-        driver, vectorized over the collected rows."""
+        """Expiry, cursors, floors, the output topics' next offsets, marker rows — on
+        the driver, vectorized over the collected fates."""
         kind = table.column("kind")
         read = _settle(table.filter(pc.equal(kind, "f")).select(list(FATE_COLUMNS)).cast(_FATES))
-        outs = table.filter(pc.equal(kind, "o")).select(list(OUTPUT_COLUMNS))
+        count_rows = table.filter(pc.equal(kind, "c"))
+        counts = dict(
+            zip(
+                count_rows.column("topic").to_pylist(),
+                count_rows.column("offset").to_pylist(),
+                strict=True,
+            )
+        )
         if read.num_rows == 0 and done.num_rows == 0:
             return _empty_plan(positions)
         # (with only done markers read, the cursors may still move past them)
@@ -609,69 +683,123 @@ class EtlRunner:
             floor = waiting if waiting is not None else self.raw(pool_name).last_seqno() + 1
             after.floors[pool_name] = max(floor, positions.floor(pool_name))
 
-        out_rows, preview = self._output_rows(outs, after)
-        marker_rows = mk.marker_rows(self.config.name, decided)
-        rows = pa.concat_tables([out_rows, marker_rows])
+        for topic, count in sorted(counts.items()):
+            after.next_offsets[topic] = after.next_offsets.get(topic, 0) + count
+        outputs = sum(counts.values())
+        rows = mk.marker_rows(self.config.name, decided)
         first_seqno = self.staging.last_seqno() + 1
         after.marker_floor = _marker_floor(
-            done, decided, after.cursors, first_seqno + out_rows.num_rows, first_seqno + rows.num_rows
+            done, decided, after.cursors, first_seqno + outputs, first_seqno + outputs + rows.num_rows
         )
-        return _Plan(positions, after, rows, decided, pending, outs, moved, preview)
+        return _Plan(
+            positions, after, rows, decided, pending, counts, moved, first_seqno=first_seqno
+        )
 
-    def _output_rows(self, outs: pa.Table, after: Positions) -> tuple[pa.Table, pa.Table]:
-        """Output rows in DESIGN order with contiguous offsets per topic (advancing
-        ``after.next_offsets``), and a preview ``topic, offset, timestamp, key, value``."""
-        if outs.num_rows == 0:
-            return ROW_SCHEMA.empty_table(), _PREVIEW.empty_table()
-        # offsets: sort by topic then DESIGN order, number each topic's run from its base
-        by_topic = outs.take(
-            pc.sort_indices(
-                outs, sort_keys=[(c, "ascending") for c in ("out", "o1", "o2", "o3", "o4", "o5")]
-            )
+    def _numbered(self, plan: _Plan) -> DataFrame:
+        """The plan's outputs as staging rows ``seqno, kafka, key, value`` (plus the order
+        columns ``o1..o5``): in DESIGN order within each output topic (a window per
+        topic, on the executors), numbered from the topic's next offset; seqnos follow
+        the pool's last one, topic after topic in name order."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        assert plan.outputs is not None
+        bases, starts = [], []
+        start = plan.first_seqno
+        for topic, count in sorted(plan.counts.items()):
+            bases += [F.lit(topic), F.lit(plan.positions.next_offsets.get(topic, 0))]
+            starts += [F.lit(topic), F.lit(start)]
+            start += count
+        # ties (one input giving several outputs of one rule) go by key, then value
+        order = Window.partitionBy("out").orderBy("o1", "o2", "o3", "o4", "o5", "key", "value")
+        rank = F.row_number().over(order) - 1
+        return plan.outputs.select(
+            (F.element_at(F.create_map(*starts), F.col("out")) + rank).cast("long").alias("seqno"),
+            F.struct(
+                F.col("out").alias("topic"),
+                F.lit(0).cast("int").alias("partition"),
+                (F.element_at(F.create_map(*bases), F.col("out")) + rank)
+                .cast("long")
+                .alias("offset"),
+                F.col("ts").alias("timestamp"),
+            ).alias("kafka"),
+            "key",
+            "value",
+            "o1", "o2", "o3", "o4", "o5",
         )
-        counts = by_topic.group_by("out", use_threads=False).aggregate([([], "count_all")])
-        pieces = []
-        for name, count in zip(
-            counts.column("out").to_pylist(), counts.column("count_all").to_pylist(), strict=True
-        ):
-            base = after.next_offsets.get(name, 0)
-            pieces.append(_arange(base, count))
-            after.next_offsets[name] = base + count
-        by_topic = by_topic.append_column("offset", pa.concat_arrays(pieces))
-        # rows: in DESIGN order across topics
-        outs = by_topic.take(
+
+    def _numbered_arrow(self, plan: _Plan) -> pa.Table:
+        """:meth:`_numbered` for outputs that came to the driver: the same order (Spark's
+        ascending order puts NULLs first), offsets and seqnos."""
+        outs = plan.local_outputs
+        assert outs is not None
+        keys = ["out", "o1", "o2", "o3", "o4", "o5", "key", "value"]
+        outs = outs.take(
             pc.sort_indices(
-                by_topic,
-                sort_keys=[(c, "ascending") for c in ("o1", "o2", "o3", "o4", "o5", "out")],
+                outs, sort_keys=[(k, "ascending") for k in keys], null_placement="at_start"
             )
-        )
-        offsets = outs.column("offset").combine_chunks()
-        n = outs.num_rows
+        ).combine_chunks()
+        pieces, seqnos = [], []
+        start = plan.first_seqno
+        for topic, count in sorted(plan.counts.items()):
+            pieces.append(_arange(plan.positions.next_offsets.get(topic, 0), count))
+            seqnos.append(_arange(start, count))
+            start += count
         kafka = pa.StructArray.from_arrays(
             [
                 outs.column("out").cast(pa.string()).combine_chunks(),
-                pc.fill_null(pa.nulls(n, pa.int32()), 0),
-                offsets,
+                pc.fill_null(pa.nulls(outs.num_rows, pa.int32()), 0),
+                pa.concat_arrays(pieces),
                 outs.column("ts").cast(pa.timestamp("us", tz="UTC")).combine_chunks(),
             ],
             fields=list(KAFKA_TYPE),
         )
-        preview = pa.table(
-            [kafka.field("topic"), kafka.field("offset"), kafka.field("timestamp"),
-             outs.column("key").cast(pa.string()), outs.column("value").cast(pa.string())],
+        return pa.table(
+            {
+                "seqno": pa.concat_arrays(seqnos),
+                "kafka": kafka,
+                "key": outs.column("key").cast(pa.string()),
+                "value": outs.column("value").cast(pa.string()),
+                **{c: outs.column(c) for c in ("o1", "o2", "o3", "o4", "o5")},
+            }
+        )
+
+    def _write_outputs(self, plan: _Plan) -> list[delta.WrittenFile]:
+        """Write the plan's outputs into the staging directory from the executors
+        (committed, or deleted, by :meth:`Pool.commit_rows`)."""
+        if plan.outputs is None:
+            return []
+        rows = self._numbered(plan).select("seqno", "kafka", "key", "value")
+        with quiet_spark_errors():
+            return self.staging.write_spark(rows, label="etl")
+
+    def _preview(self, plan: _Plan) -> pa.Table:
+        """A dry run's outputs ``topic, offset, timestamp, key, value``, in DESIGN order
+        across topics (collected: a dry run is a preview)."""
+        if plan.local_outputs is not None:
+            table = self._numbered_arrow(plan)
+        elif plan.outputs is not None:
+            with quiet_spark_errors():
+                table = self._numbered(plan).toArrow()
+        else:
+            return _PREVIEW.empty_table()
+        table = table.take(
+            pc.sort_indices(
+                table,
+                sort_keys=[(c, "ascending") for c in ("o1", "o2", "o3", "o4", "o5", "seqno")],
+            )
+        )
+        kafka = table.column("kafka")
+        return pa.table(
+            [
+                pc.struct_field(kafka, "topic"),
+                pc.struct_field(kafka, "offset"),
+                pc.struct_field(kafka, "timestamp").cast(pa.timestamp("us", tz="UTC")),
+                table.column("key"),
+                table.column("value"),
+            ],
             schema=_PREVIEW,
         )
-        rows = pa.Table.from_arrays(
-            [
-                kafka,
-                outs.column("key").cast(pa.string()),
-                outs.column("value").cast(pa.string()),
-                pa.nulls(n, DEADLETTER_TYPE),
-                pa.nulls(n, MARKER_TYPE),
-            ],
-            schema=ROW_SCHEMA,
-        )
-        return rows, preview
 
     # -- inspection -------------------------------------------------------------------
 
@@ -870,8 +998,8 @@ _RESULT_TYPES = {
 }
 
 
-def _collect(fate_parts: list[DataFrame], output_parts: list[DataFrame]) -> pa.Table:
-    """Every fate and output in one Spark job, as Arrow with a ``kind`` column. The
+def _union(fate_parts: list[DataFrame], output_parts: list[DataFrame]) -> DataFrame:
+    """Every fate and output in one DataFrame with a ``kind`` column (``f``/``o``). The
     parts get one column list and are unioned by position (cheap to analyze)."""
 
     def shaped(df: DataFrame, kind: str) -> DataFrame:
@@ -888,8 +1016,60 @@ def _collect(fate_parts: list[DataFrame], output_parts: list[DataFrame]) -> pa.T
     result = parts[0]
     for part in parts[1:]:
         result = result.union(part)
-    table = result.toArrow()
-    return table
+    return result
+
+
+def _summarize(result: DataFrame) -> pa.Table:
+    """In one Spark job, for the driver: the fate rows (kind ``f``, fate columns only)
+    and one row per output topic (kind ``c``: the topic in ``topic``, the number of its
+    outputs in ``offset``)."""
+    from pyspark.sql import functions as F
+
+    fates_ = result.where(F.col("kind") == "f").select(*FATE_COLUMNS, "kind")
+    counts = (
+        result.where(F.col("kind") == "o")
+        .groupBy("out")
+        .agg(F.count(F.lit(1)).alias("offset"))
+        .select(
+            *[
+                (
+                    F.col("out").alias("topic")
+                    if name == "topic"
+                    else F.col("offset")
+                    if name == "offset"
+                    else F.lit(None).cast(_RESULT_TYPES[name]).alias(name)
+                )
+                for name in FATE_COLUMNS
+            ],
+            F.lit("c").alias("kind"),
+        )
+    )
+    return fates_.unionByName(counts).toArrow()
+
+
+def _count_rows(topics: pa.Array, counts: pa.Array, schema: pa.Schema) -> pa.Table:
+    """Rows of kind ``c`` (as :func:`_summarize` makes them) for a collected result."""
+    n = len(topics)
+    columns = {name: pa.nulls(n, schema.field(name).type) for name in schema.names}
+    columns["kind"] = pa.array(["c"] * n, schema.field("kind").type)
+    columns["topic"] = topics.cast(schema.field("topic").type)
+    columns["offset"] = counts.cast(schema.field("offset").type)
+    return pa.table(columns, schema=schema)
+
+
+def _output_rows(numbered: pa.Table) -> pa.Table:
+    """Staging rows (:data:`ROW_SCHEMA`) of numbered outputs, in seqno order."""
+    n = numbered.num_rows
+    return pa.Table.from_arrays(
+        [
+            numbered.column("kafka"),
+            numbered.column("key"),
+            numbered.column("value"),
+            pa.nulls(n, DEADLETTER_TYPE),
+            pa.nulls(n, MARKER_TYPE),
+        ],
+        schema=ROW_SCHEMA,
+    )
 
 
 def _arange(start: int, count: int) -> pa.Array:
@@ -969,8 +1149,7 @@ def _marker_floor(
 
 def _empty_plan(positions: Positions) -> _Plan:
     fates_ = _FATES.empty_table()
-    outs = pa.table({"out": pa.array([], pa.string())})
-    return _Plan(positions, positions, ROW_SCHEMA.empty_table(), fates_, fates_, outs, {})
+    return _Plan(positions, positions, ROW_SCHEMA.empty_table(), fates_, fates_, {}, {})
 
 
 # --------------------------------------------------------------------------- functions

@@ -9,7 +9,9 @@ through delta-rs, so the tables stay standard Delta for any other reader.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,8 +30,14 @@ __all__ = [
     "CommitFailedError",
     "DeltaError",
     "TableNotFoundError",
+    "WrittenFile",
     "arrow_schema",
     "commit_arrow",
+    "commit_files",
+    "remove_files",
+    "spark_output",
+    "write_files",
+    "written_file",
     "live_files",
     "open_table",
     "read_spark",
@@ -157,3 +166,189 @@ def file_stats(table: DeltaTable, columns: Sequence[str]) -> pa.Table:
     for column in columns:
         wanted += [f"min.{column}", f"max.{column}"]
     return actions.select([name for name in wanted if name in actions.column_names])
+
+
+# ----------------------------------------------------------------------------------------
+# Files written by Spark executors (or the driver), committed by the driver
+
+#: String statistics are cut to this many characters (as delta-rs does): the minimum's
+#: prefix is still a lower bound; the maximum's last kept character is raised by one.
+STATS_STRING_PREFIX = 64
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A Parquet file written into a table's directory, not yet in its Delta log."""
+
+    path: str  # relative to the table root, as Delta add actions name files
+    size: int
+    modification_time: int  # milliseconds since the epoch
+    stats: str  # Delta statistics JSON
+    rows: int
+
+    def add_action(self) -> AddAction:
+        return AddAction(self.path, self.size, {}, self.modification_time, True, self.stats)
+
+
+def written_file(root: str | Path, path: str) -> WrittenFile:
+    """A Parquet file in the table directory ``root`` (``path`` relative to it), with
+    the Delta statistics its footer gives, shaped as delta-rs writes them: row count,
+    null count of every leaf column, min/max of integer and string columns (strings cut
+    to :data:`STATS_STRING_PREFIX`), and an object (maybe empty) for every struct column
+    — a struct missing from ``minValues`` would make delta-rs' Arrow dataset think
+    every filter on it fails."""
+    import pyarrow.parquet as pq
+
+    full = Path(root) / path
+    meta = pq.read_metadata(full)
+    nulls: dict[str, int] = {}
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    unbounded: set[str] = set()
+    for group in range(meta.num_row_groups):
+        row_group = meta.row_group(group)
+        for index in range(row_group.num_columns):
+            column = row_group.column(index)
+            name = column.path_in_schema
+            stats = column.statistics
+            if stats is None or not stats.has_null_count:
+                unbounded.add(name)
+                continue
+            kind = stats.logical_type.type
+            if column.physical_type == "BYTE_ARRAY" and kind != "STRING":
+                continue  # binary (dead letters' raw bytes): no statistics in Delta
+            nulls[name] = nulls.get(name, 0) + stats.null_count
+            if not stats.has_min_max:
+                continue  # only NULLs in this row group
+            if column.physical_type not in ("INT32", "INT64", "BYTE_ARRAY") or kind not in (
+                "NONE", "INT", "STRING"
+            ):
+                unbounded.add(name)
+                continue
+            lo, hi = stats.min, stats.max
+            low[name] = lo if name not in low else min(low[name], lo)
+            high[name] = hi if name not in high else max(high[name], hi)
+    for name, value in list(high.items()):
+        if isinstance(value, str) and len(value) > STATS_STRING_PREFIX:
+            kept = value[:STATS_STRING_PREFIX]
+            last = ord(kept[-1]) + 1
+            if last > 0x10FFFF or 0xD800 <= last <= 0xDFFF:
+                unbounded.add(name)
+            else:
+                high[name] = kept[:-1] + chr(last)
+    for name, value in list(low.items()):
+        if isinstance(value, str):
+            low[name] = value[:STATS_STRING_PREFIX]
+
+    def nest(values: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
+        out = _struct_skeleton(meta.schema.to_arrow_schema())
+        for name, value in values.items():
+            if name in skip:
+                continue
+            *parents, leaf = name.split(".")
+            node = out
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = value
+        return out
+
+    stats_json = json.dumps(
+        {
+            "numRecords": meta.num_rows,
+            "minValues": nest(low, unbounded),
+            "maxValues": nest(high, unbounded),
+            "nullCount": nest(nulls, set()),
+        },
+        separators=(",", ":"),
+    )
+    info = full.stat()
+    return WrittenFile(path, info.st_size, int(info.st_mtime * 1000), stats_json, meta.num_rows)
+
+
+def _struct_skeleton(schema: pa.Schema | pa.StructType) -> dict[str, Any]:
+    """An empty object for every struct column (nested ones inside theirs)."""
+    return {
+        field.name: _struct_skeleton(field.type)
+        for field in schema
+        if pa.types.is_struct(field.type)
+    }
+
+
+def write_files(root: str | Path, table: pa.Table) -> list[WrittenFile]:
+    """Write ``table`` as one Parquet file directly in the table directory ``root``
+    (named like delta-rs names its files). Nothing is committed: see
+    :func:`commit_files`."""
+    import pyarrow.parquet as pq
+
+    if not table.num_rows:
+        return []
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    pq.write_table(table, Path(root) / name, compression="snappy")
+    return [written_file(root, name)]
+
+
+def spark_output(root: str | Path, directory: str) -> list[WrittenFile]:
+    """The Parquet files a Spark job wrote into ``root/directory`` (``DataFrame.write``
+    from the executors; the directory is on storage the driver sees), ready for
+    :func:`commit_files`. Spark's bookkeeping files (``_SUCCESS``, ``.crc``) and empty
+    files are removed."""
+    written = []
+    for path in sorted((Path(root) / directory).iterdir()):
+        if path.suffix != ".parquet" or path.name.startswith((".", "_")):
+            path.unlink()
+            continue
+        found = written_file(root, f"{directory}/{path.name}")
+        if found.rows:
+            written.append(found)
+        else:
+            path.unlink()
+    return written
+
+
+def remove_files(root: str | Path, files: Iterable[WrittenFile]) -> None:
+    """Delete written files that were not committed (best effort: ``pool vacuum``
+    removes whatever is left over), and directories they leave empty."""
+    for written in files:
+        path = Path(root) / written.path
+        try:
+            path.unlink()
+            if path.parent != Path(root) and not any(path.parent.iterdir()):
+                path.parent.rmdir()
+        except OSError:
+            pass
+
+
+def commit_files(
+    table: DeltaTable,
+    files: Sequence[WrittenFile],
+    *,
+    app_transactions: Mapping[str, int] | None = None,
+    expect_version: int,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
+    """Add ``files`` (already in the table's directory) to the table in one Delta commit
+    with ``app_transactions``, only if the table is still at ``expect_version``;
+    otherwise :class:`CommitConflict` (the files are then still uncommitted)."""
+    if table.version() != expect_version:
+        raise CommitConflict(
+            f"table is at version {table.version()}, the commit was planned on {expect_version}"
+        )
+    txns = [Transaction(app_id, version) for app_id, version in (app_transactions or {}).items()]
+    props = CommitProperties(
+        custom_metadata=dict(metadata or {}),
+        app_transactions=txns or None,
+        max_commit_retries=0,
+    )
+    try:
+        table.create_write_transaction(
+            [f.add_action() for f in files],
+            "append",
+            table.schema(),
+            commit_properties=props,
+        )
+    except CommitFailedError as exc:
+        raise CommitConflict(str(exc)) from exc
+    except DeltaError as exc:
+        if "concurrent" in str(exc).lower():
+            raise CommitConflict(str(exc)) from exc
+        raise

@@ -106,7 +106,9 @@ def vacuum(
     dry_run: bool = False,
     enforce_retention: bool = True,
 ) -> VacuumResult:
-    """Delete files no snapshot younger than ``retention_hours`` needs.
+    """Delete files no snapshot younger than ``retention_hours`` needs, and files older
+    than that which no snapshot names (written by a writer that died or lost a commit
+    race before committing them).
 
     A retention under Delta's minimum (168 hours) is refused unless
     ``enforce_retention`` is False: a reader or writer still planning on an older
@@ -117,6 +119,7 @@ def vacuum(
         retention_hours=retention_hours,
         dry_run=dry_run,
         enforce_retention_duration=enforce_retention,
+        full=True,
     )
     pool.refresh()
     return VacuumResult(tuple(files), dry_run, retention_hours)

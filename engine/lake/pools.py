@@ -23,7 +23,8 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,14 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from engine.lake import delta
-from engine.lake.envelope import IS_RECORD, POOL_SCHEMA, ROW_SCHEMA, shape_problems
+from engine.lake.envelope import (
+    DEADLETTER_TYPE,
+    IS_RECORD,
+    MARKER_TYPE,
+    POOL_SCHEMA,
+    ROW_SCHEMA,
+    shape_problems,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -385,28 +393,84 @@ class Pool:
         expect_version: int,
         app_transactions: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        files: Sequence[delta.WrittenFile] = (),
     ) -> int:
         """Commit rows only if the pool is still at ``expect_version``; returns the new
-        version. Seqnos are assigned after the pool's last one. Raises
-        :class:`engine.lake.delta.CommitConflict` when the pool moved on (re-plan)."""
+        version. Raises :class:`engine.lake.delta.CommitConflict` when the pool moved on
+        (re-plan).
+
+        ``files`` are Parquet files already written into the pool's directory (by Spark
+        executors, :meth:`write_spark`) holding the seqnos right after the pool's last
+        one; ``rows`` get the seqnos after theirs, and everything is one Delta commit.
+        Files of a commit that conflicts are deleted."""
         rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
         if self.version != expect_version:
             self.table = delta.open_table(self.path, version=expect_version)
-        first = self.last_seqno() + 1
+        first = self.last_seqno() + 1 + sum(f.rows for f in files)
+        last = first + rows.num_rows - 1
         txns = dict(app_transactions or {})
-        if rows.num_rows:
-            txns[SEQNO_APP] = first + rows.num_rows - 1
-        delta.commit_arrow(
-            self.table,
-            _with_seqno(rows, first),
-            app_transactions=txns,
-            expect_version=expect_version,
-            metadata=metadata,
-        )
+        if last >= self.last_seqno() + 1:
+            txns[SEQNO_APP] = last
+        if not files:
+            delta.commit_arrow(
+                self.table,
+                _with_seqno(rows, first),
+                app_transactions=txns,
+                expect_version=expect_version,
+                metadata=metadata,
+            )
+        else:
+            files = list(files)
+            if rows.num_rows:
+                files += delta.write_files(self.path, _with_seqno(rows, first))
+            try:
+                delta.commit_files(
+                    self.table,
+                    files,
+                    app_transactions=txns,
+                    expect_version=expect_version,
+                    metadata=metadata,
+                )
+            except delta.CommitConflict:
+                delta.remove_files(self.path, files)
+                raise
         self.table.update_incremental()
         if self.version % CHECKPOINT_EVERY == 0:
             self.table.create_checkpoint()  # keeps loading and committing cheap
         return self.version
+
+    def write_spark(self, df: DataFrame, label: str = "spark") -> list[delta.WrittenFile]:
+        """Write ``df`` (columns ``seqno, kafka, key, value``: records, every one with its
+        seqno and ``kafka`` struct) as Parquet files into a new directory of the pool's
+        (``<label>-<uuid>``), from the Spark executors, without committing them (see
+        :meth:`commit_rows`). The lake must be on storage that the executors and this
+        process share."""
+        from pyspark.sql import functions as F
+
+        from engine.spark import PARQUET_TIMESTAMPS
+
+        spark = df.sparkSession
+        spark.conf.set("spark.sql.parquet.outputTimestampType", PARQUET_TIMESTAMPS)
+        directory = f"{label}-{uuid.uuid4()}"
+        # NOT NULL where the pool's schema says so (Spark writes that into the files:
+        # Delta readers refuse to read a nullable file column as a non-null one)
+        rows = df.select(
+            F.coalesce(F.col("seqno").cast("long"), F.lit(0).cast("long")).alias("seqno"),
+            F.struct(
+                F.coalesce(F.col("kafka.topic").cast("string"), F.lit("")).alias("topic"),
+                F.coalesce(F.col("kafka.partition").cast("int"), F.lit(0)).alias("partition"),
+                F.coalesce(F.col("kafka.offset").cast("long"), F.lit(0).cast("long")).alias(
+                    "offset"
+                ),
+                F.col("kafka.timestamp").cast("timestamp").alias("timestamp"),
+            ).alias("kafka"),
+            F.col("key").cast("string"),
+            F.col("value").cast("string"),
+            F.lit(None).cast(_spark_ddl(DEADLETTER_TYPE)).alias("deadletter"),
+            F.lit(None).cast(_spark_ddl(MARKER_TYPE)).alias("marker"),
+        )
+        rows.write.option("compression", "snappy").parquet(str(Path(self.path) / directory))
+        return delta.spark_output(self.path, directory)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -513,6 +577,11 @@ def _merge_json(old: str | None, new: str | None, merge: Any) -> str | None:
         return new
     merged = merge(_load_type(old), _load_type(new))
     return merged.json()
+
+
+def _spark_ddl(type_: pa.DataType) -> str:
+    """A pyarrow struct type as Spark DDL (for typed NULL columns)."""
+    return delta.spark_schema(pa.schema([pa.field("x", type_)]))["x"].dataType.simpleString()
 
 
 def _with_seqno(rows: pa.Table, first: int) -> pa.Table:

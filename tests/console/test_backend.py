@@ -47,3 +47,40 @@ def test_log_book_keeps_engine_records_and_service_events() -> None:
         (7.0, "INFO", "etl", "pass: nothing new"),
     ]
     assert book.drain() == []
+
+
+def test_spark_master_reaches_the_console_and_the_demo(monkeypatch, tmp_path) -> None:
+    """`zync tui/demo --spark-master URL`: the console's Spark (and the headless demo's)
+    is asked for that master, with the rest of ~/.zync/spark.json kept."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import engine.demo
+    import engine.spark
+    from zync_tui.commands import standalone_app
+    from zync_tui.commands.console import register
+    from zync_tui.console.app import make_app
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "spark.json").write_text(json.dumps({"master": "local[1]", "conf": {"spark.x": "1"}}))
+    monkeypatch.setenv("ZYNC_HOME", str(home))
+    monkeypatch.delenv("ZYNC_SPARK_MASTER", raising=False)
+    asked = []
+    monkeypatch.setattr(engine.spark, "get_spark", lambda settings=None: asked.append(settings))
+
+    app = make_app(lake=tmp_path / "lake", spark_master="spark://10.0.0.9:7077", autostart=False)
+    app.backend._spark()
+    assert (asked[-1].master, asked[-1].conf) == ("spark://10.0.0.9:7077", {"spark.x": "1"})
+    make_app(lake=tmp_path / "lake", autostart=False).backend._spark()
+    assert asked[-1].master == "local[1]"
+
+    seen = {}
+    monkeypatch.setattr(
+        engine.demo, "run_demo", lambda demo, **kw: seen.update(kw) or (_ for _ in ()).throw(SystemExit(0))
+    )
+    cli = standalone_app(register)
+    result = CliRunner().invoke(cli, ["demo", "--no-tui", "--spark-master", "spark://10.0.0.9:7077"])
+    assert seen.get("spark_master") == "spark://10.0.0.9:7077", result.output
+    assert "--spark-master" in CliRunner().invoke(cli, ["tui", "--help"]).output

@@ -163,8 +163,33 @@ def test_invoice_scenario_on_the_cluster_matches_local(spark, runs, cluster_repo
     assert not passes[-1]["committed"]
 
 
+def _output_files(lake: Path) -> list[Path]:
+    """The staging files holding ETL outputs (rows with a ``kafka`` struct)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    staging = lake / "Staging"
+    found = []
+    for uri in DeltaTable(str(staging)).file_uris():
+        path = Path(uri.removeprefix("file://"))
+        kafka = pq.read_table(path, columns=["kafka"]).column("kafka")
+        if pc.sum(pc.is_valid(kafka)).as_py():
+            found.append(path)
+    return found
+
+
 def test_100k_records_on_the_cluster_match_local(spark, runs, cluster_report) -> None:
+    import pyarrow.parquet as pq
+
     passes = _compare(spark, runs, cluster_report, "big")
+    # the outputs were written by the executors (Spark's Java Parquet writer, into the
+    # staging table's etl-<uuid>/ directories), not collected to the driver
+    outputs = _output_files(runs["lakes"]["big", "cluster"])
+    assert outputs
+    for path in outputs:
+        assert path.parent.name.startswith("etl-"), path
+        assert pq.read_metadata(path).created_by.startswith("parquet-mr"), path
     first, second, third = passes
     assert sum(first["consumed"].values()) + sum(first["pending"].values()) == BIG_BASE
     assert first["expired"]

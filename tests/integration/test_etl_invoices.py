@@ -31,7 +31,18 @@ def _without_offsets(rows: list) -> list:
     return [(topic, key, value) for topic, _, key, value in rows]
 
 
-def test_invoice_scenario_batch_by_batch(spark, lake) -> None:
+@pytest.fixture(params=["driver", "executors"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each scenario twice: outputs brought to the driver (a small pass) and written
+    by the Spark executors (what a large pass does)."""
+    import engine.etl.run
+
+    if request.param == "executors":
+        monkeypatch.setattr(engine.etl.run, "DRIVER_OUTPUT_ROWS", -1)
+    return request.param
+
+
+def test_invoice_scenario_batch_by_batch(spark, lake, writer) -> None:
     raw, _ = make_pools(lake)
     runner = EtlRunner(load_config(DEMO / "etl.yaml"), lake, spark)
 
@@ -112,7 +123,7 @@ def _debezium(topic: str, op: str, before: dict | None, after: dict | None, minu
     }
 
 
-def test_updates_deletes_and_debezium_tombstones(spark, lake) -> None:
+def test_updates_deletes_and_debezium_tombstones(spark, lake, writer) -> None:
     raw, _ = make_pools(lake)
     runner = EtlRunner(load_config(DEMO / "etl.yaml"), lake, spark)
     alice = {"ID": 100, "customer": "Alice", "item": "taco"}
@@ -149,7 +160,7 @@ def test_updates_deletes_and_debezium_tombstones(spark, lake) -> None:
     assert runner.run_pass().nothing_new
 
 
-def test_dry_run_shows_outputs_and_commits_nothing(spark, lake) -> None:
+def test_dry_run_shows_outputs_and_commits_nothing(spark, lake, writer) -> None:
     raw, staging = make_pools(lake)
     config = load_config(DEMO / "etl.yaml")
     append_events(raw, demo_batch(1))
@@ -179,3 +190,30 @@ def test_a_pass_before_an_input_topic_has_typed_records(spark, lake) -> None:
     assert result.pending == {"Invoices": 2}  # waiting for their status rows
     assert result.processed == {"InvoiceStatus": 1}  # the untyped tombstone: no rule
     assert outputs(spark, lake) == []
+
+
+def test_both_writers_make_the_same_staging_rows(spark, tmp_path, monkeypatch) -> None:
+    """Every staging row (seqno, offsets, markers) is the same whichever side wrote the
+    outputs, and the executors' files sit in etl-<uuid>/ directories."""
+    from pathlib import Path
+
+    from deltalake import DeltaTable
+
+    import engine.etl.run
+    from engine.lake.pools import Lake
+
+    tables = {}
+    for side, limit in (("driver", engine.etl.run.DRIVER_OUTPUT_ROWS), ("executors", -1)):
+        monkeypatch.setattr(engine.etl.run, "DRIVER_OUTPUT_ROWS", limit)
+        lake = Lake(tmp_path / side)
+        raw, staging = make_pools(lake)
+        runner = EtlRunner(load_config(DEMO / "etl.yaml"), lake, spark)
+        for n in (1, 2, 3, 4):
+            append_events(raw, demo_batch(n))
+            runner.run_pass()
+        table = DeltaTable(str(staging.path)).to_pyarrow_table().sort_by("seqno")
+        tables[side] = table
+        files = [Path(uri).parent.name for uri in DeltaTable(str(staging.path)).file_uris()]
+        assert any(f.startswith("etl-") for f in files) == (side == "executors")
+    assert tables["driver"].num_rows == tables["executors"].num_rows > 8
+    assert tables["driver"].to_pylist() == tables["executors"].to_pylist()

@@ -248,3 +248,111 @@ def test_pool_commands(tmp_path: Path) -> None:
     other = runner.invoke(app, ["pool", "show", "other", "--lake", lake_dir])
     assert other.exit_code == 1
     assert "not a zync pool" in other.output
+
+
+# ------------------------------------------------ files written by Spark, committed by delta-rs
+
+
+def _spark_rows(spark, topic: str, offsets: range, first_seqno: int):
+    from pyspark.sql import functions as F
+
+    return spark.range(offsets.start, offsets.stop).select(
+        (F.col("id") - offsets.start + first_seqno).alias("seqno"),
+        F.struct(
+            F.lit(topic).alias("topic"),
+            F.lit(0).alias("partition"),
+            F.col("id").alias("offset"),
+            F.timestamp_seconds(F.lit(1_700_000_000) + F.col("id")).alias("timestamp"),
+        ).alias("kafka"),
+        F.to_json(F.struct(F.col("id").alias("ID"))).alias("key"),
+        F.to_json(F.struct(F.col("id").alias("ID"), F.lit("x" * 80).alias("note"))).alias("value"),
+    )
+
+
+@pytest.mark.spark
+def test_files_written_by_spark_commit_with_rows_in_one_commit(spark, lake: Lake) -> None:
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from engine.etl.markers import marker_rows
+
+    pool = lake.create_pool("staging", "staging")
+    base = pool.version
+    files = pool.write_spark(_spark_rows(spark, "out", range(0, 500), 0).repartition(3), label="etl")
+    assert sum(f.rows for f in files) == 500
+    assert len(files) >= 2
+    assert all(f.path.startswith("etl-") for f in files)
+    # Spark's writer (Java, on the executors) made them, and left nothing else behind
+    written = list((Path(pool.path) / files[0].path).parent.iterdir())
+    assert sorted(p.name for p in written) == sorted(Path(f.path).name for f in files)
+    assert pq.read_metadata(Path(pool.path) / files[0].path).created_by.startswith("parquet-mr")
+    decided = pa.table(
+        {"topic": ["in", "in"], "partition": [0, 0], "offset": [7, 8], "rule": ["r", "r"],
+         "status": ["processed", "processed"]}
+    )
+    version = pool.commit_rows(
+        marker_rows("etl", decided),
+        expect_version=base,
+        app_transactions={"zync.test/pos": 8},
+        files=files,
+    )
+    assert version == base + 1
+    assert pool.last_seqno() == 501  # 500 outputs, then the two markers
+    assert pool.app_version("zync.test/pos") == 8
+    # other readers see one table: deltalake, polars (the pool's own schema, right types)
+    table = DeltaTable(str(pool.path)).to_pyarrow_table()
+    assert table.num_rows == 502
+    assert sorted(table.column("seqno").to_pylist()) == list(range(502))
+    frame = pl.read_delta(str(pool.path)).sort("seqno")
+    assert frame["kafka"].struct.field("offset").head(3).to_list() == [0, 1, 2]
+    assert frame["kafka"].struct.field("timestamp").dtype == pl.Datetime("us", "UTC")
+    assert frame["marker"].struct.field("offset").tail(2).to_list() == [7, 8]
+    # statistics prune by seqno: the markers' file only
+    stats = pool.table.get_add_actions(flatten=True)
+    stats = dict(zip(stats.column("path").to_pylist(), stats.column("max.seqno").to_pylist(), strict=True))
+    assert max(stats.values()) == 501
+    assert len(pool.files("seqno >= 501")) == 1
+    assert pool.records(spark, "out").count() == 500
+    # filters on struct columns and on long strings through delta-rs' dataset (which
+    # turns the files' statistics into guarantees)
+    import pyarrow.dataset as ds
+
+    dataset = pool.table.to_pyarrow_dataset()
+    outputs = ds.field("marker").is_null() & ds.field("kafka").is_valid()
+    assert dataset.to_table(filter=outputs).num_rows == 500
+    assert dataset.to_table(filter=ds.field("marker").is_valid()).num_rows == 2
+    one = json.dumps({"ID": 499, "note": "x" * 80}, separators=(",", ":"))
+    assert dataset.to_table(filter=ds.field("value") == one).num_rows == 1
+    # the files say NOT NULL where the pool does (delta-rs' change feed insists)
+    assert pq.read_schema(Path(pool.path) / files[0].path).field("seqno").nullable is False
+    changes = pool.table.load_cdf(starting_version=version, ending_version=version).read_all()
+    assert changes.num_rows == 502
+
+
+@pytest.mark.spark
+def test_files_of_a_conflicting_commit_are_deleted(spark, lake: Lake) -> None:
+    from engine.lake import delta
+
+    pool = lake.create_pool("staging", "staging")
+    planned = pool.version
+    files = pool.write_spark(_spark_rows(spark, "out", range(0, 10), 0), label="etl")
+    other = lake.open_pool("staging")
+    other.commit_rows(rows("t", 0, range(0, 3)), expect_version=planned)  # someone else
+    with pytest.raises(delta.CommitConflict):
+        pool.commit_rows(rows("t", 0, range(0, 0)), expect_version=planned, files=files)
+    assert not any((Path(pool.path) / f.path).exists() for f in files)
+    assert not (Path(pool.path) / files[0].path).parent.exists()
+    pool.refresh()
+    assert pool.last_seqno() == 2
+
+
+@pytest.mark.spark
+def test_files_a_crashed_writer_left_are_vacuumed(spark, lake: Lake) -> None:
+    pool = lake.create_pool("staging", "staging")
+    files = pool.write_spark(_spark_rows(spark, "out", range(0, 10), 0), label="etl")
+    # the process died before its commit: the files are in no snapshot
+    pool.refresh()
+    assert pool.records(spark).count() == 0
+    result = maintenance.vacuum(pool, retention_hours=0, enforce_retention=False)
+    assert any(files[0].path in f for f in result.files)
+    assert not (Path(pool.path) / files[0].path).exists()

@@ -523,3 +523,33 @@ def test_fields_missing_from_the_recorded_type_are_typed_from_the_data(
     assert any(e.kind == "types" and "status" in e.message for e in events)
     got = read_topic(kafka, topic, registry=reg, expect=80)
     assert [r.value for r in got] == [{"ID": i, "status": f"s{i}"} for i in range(80)]
+
+
+def test_spark_master_option_reaches_the_shaper(lake, broker, tmp_path) -> None:
+    """`to-kafka --shaper --spark-master URL` runs the shaper there: an unreachable master
+    is one line naming it (the flag wins over $ZYNC_SPARK_MASTER)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    topic = unique("Master")
+    pool = staging_pool(lake)
+    stage_many(pool, topic, 3, per_commit=3, types=invoice_types())
+    shaper = tmp_path / "shaper.sql"
+    shaper.write_text("SELECT kafka, key, value FROM records\n")
+    env = dict(
+        os.environ,
+        ZYNC_HOME=str(tmp_path / "home"),
+        ZYNC_LAKE=str(lake.root),
+        ZYNC_SPARK_MASTER="spark://127.0.0.1:2",
+        ZYNC_KAFKA_BOOTSTRAP_SERVERS=broker.address,
+    )
+    argv = [sys.executable, "-m", "zync_tui.commands.deliver", "to-kafka", "-t", topic,
+            "-p", "Staging", "--format", "json", "--shaper", str(shaper),
+            "--spark-master", "spark://127.0.0.1:1"]
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 1, out
+    assert "cannot reach the Spark master spark://127.0.0.1:1" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from zync_tui.errors import user_errors
+from zync_tui.options import SparkMasterOption
 
 
 def tui(
@@ -28,6 +29,7 @@ def tui(
     paused: Annotated[
         bool, typer.Option("--paused", help="Do not start the loops when the console opens.")
     ] = False,
+    spark_master: SparkMasterOption = None,
 ) -> None:
     """Open the operations console: offsets, lag, cursors, pending/expired, loops.
 
@@ -41,7 +43,9 @@ def tui(
 
         raise fail(f"{config}: no such ETL configuration file")
     with _engine_output_to_log() as log:
-        app = make_app(config, lake=lake, read_only=read_only, autostart=not paused)
+        app = make_app(
+            config, lake=lake, read_only=read_only, autostart=not paused, spark_master=spark_master
+        )
         _run(app)
     if log is not None:
         typer.echo(f"Spark's own output went to {log}.")
@@ -57,6 +61,7 @@ def demo(
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for each step of the headless run.")
     ] = 300.0,
+    spark_master: SparkMasterOption = None,
 ) -> None:
     """Watch zync work: the invoice scenario on the embedded stack, in the console.
 
@@ -65,12 +70,12 @@ def demo(
     events. `--no-tui` runs all four batches headless and prints the final tables.
     """
     if no_tui:
-        _headless(lake, timeout)
+        _headless(lake, timeout, spark_master)
         return
     from zync_tui.console.app import make_app
 
     with _engine_output_to_log() as log:
-        _run(make_app(demo=True, lake=lake))
+        _run(make_app(demo=True, lake=lake, spark_master=spark_master))
     typer.echo("The embedded broker and registry keep running (the demo resumes where it was); `zync dev down` stops them.")
     if log is not None:
         typer.echo(f"Spark's own output went to {log}.")
@@ -121,7 +126,7 @@ def _run(app: Any) -> None:
         app.backend.close()
 
 
-def _headless(lake: Path | None, timeout: float) -> None:
+def _headless(lake: Path | None, timeout: float, spark_master: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -130,7 +135,12 @@ def _headless(lake: Path | None, timeout: float) -> None:
 
     out = Console(highlight=False)
     with user_errors():
-        result = run_demo(Demo(lake_root=lake), timeout=timeout, progress=lambda text: out.print(f"• {escape(text)}"))
+        result = run_demo(
+            Demo(lake_root=lake),
+            timeout=timeout,
+            progress=lambda text: out.print(f"• {escape(text)}"),
+            spark_master=spark_master,
+        )
     for title, rows in (("Staging: NewInvoices outputs", result.staging), ("Kafka topic NewInvoices", result.topic)):
         table = Table(title=title, title_justify="left")
         for column in ("offset", "key", "value"):

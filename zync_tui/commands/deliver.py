@@ -23,6 +23,7 @@ from rich.markup import escape
 from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.errors import UserError
+from zync_tui.options import SparkMasterOption
 
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -148,6 +149,7 @@ def to_kafka(
         int, typer.Option(min=1, help="At most this many records per Kafka transaction.")
     ] = 100_000,
     lake: LakeOption = None,
+    spark_master: SparkMasterOption = None,
 ) -> None:
     """Deliver staging outputs to Kafka, exactly once and in pool-offset order.
 
@@ -176,7 +178,7 @@ def to_kafka(
             from engine.config import load_spark_settings
             from engine.spark import get_spark
 
-            return get_spark(load_spark_settings())
+            return get_spark(load_spark_settings(spark_master))
 
     stop = threading.Event()
     with stop_on_signals(stop, "the transaction"):

@@ -580,6 +580,7 @@ def make_app(
     registry: dict[str, Any] | None = None,
     start_stack: bool = True,
     autostart: bool = True,
+    spark_master: str | None = None,
     backend: Backend | None = None,
     interval: float = 1.0,
     clock: Callable[[], float] | None = None,
@@ -592,6 +593,8 @@ def make_app(
     ``url``…) on top of ``~/.zync``. ``demo``: the invoice scenario (``start_stack=False``
     uses the configured broker and registry instead of starting the embedded ones).
     ``autostart``: start the loops once the engine is set up (never when ``read_only``).
+    ``spark_master``: where Spark work runs (default: ``$ZYNC_SPARK_MASTER``,
+    ``~/.zync/spark.json``, else ``local[*]``).
     ``backend``: a ready-made backend (tests); the other engine arguments are then ignored.
     """
     if backend is None:
@@ -604,6 +607,7 @@ def make_app(
             demo=demo,
             start_stack=start_stack,
             autostart=autostart,
+            spark_master=spark_master,
             clock=clock or time.time,
         )
         backend = EngineBackend(settings)

@@ -363,14 +363,10 @@ class EngineBackend:
         self.log.add(severity, getattr(event, "service", "?"), getattr(event, "message", str(event)), getattr(event, "at", None))
 
     def _spark(self) -> Any:
+        from engine.config import load_spark_settings
         from engine.spark import get_spark
 
-        settings = None
-        if self.settings.spark_master:
-            from engine.spark import SparkSettings
-
-            settings = SparkSettings(master=self.settings.spark_master)
-        return get_spark(settings)
+        return get_spark(load_spark_settings(self.settings.spark_master))
 
     def _build_pipeline(self, config_path: Path, lake: Any, kafka: Any, registry: Any) -> Any:
         try:
