@@ -321,6 +321,8 @@ def test_files_written_by_spark_commit_with_rows_in_one_commit(spark, lake: Lake
     outputs = ds.field("marker").is_null() & ds.field("kafka").is_valid()
     assert dataset.to_table(filter=outputs).num_rows == 500
     assert dataset.to_table(filter=ds.field("marker").is_valid()).num_rows == 2
+    assert dataset.to_table(filter=ds.field("deadletter").is_valid()).num_rows == 0
+    assert dataset.to_table(filter=ds.field("deadletter").is_null()).num_rows == 502
     one = json.dumps({"ID": 499, "note": "x" * 80}, separators=(",", ":"))
     assert dataset.to_table(filter=ds.field("value") == one).num_rows == 1
     # the files say NOT NULL where the pool does (delta-rs' change feed insists)
