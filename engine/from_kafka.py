@@ -75,7 +75,7 @@ import pyarrow.compute as pc
 
 from engine.errors import ZyncError
 from engine.kafka.formats import DecodeError, Format, RecordDecoder
-from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
+from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA, record_rows
 from engine.lake.pools import Lake, Pool, PoolError, TopicTypes
 
 if TYPE_CHECKING:
@@ -1559,16 +1559,7 @@ class Ingest:
             [topics, part_arr, off_arr, micros.cast(KAFKA_TYPE.field("timestamp").type)],
             fields=list(KAFKA_TYPE),
         )
-        rows_table = pa.table(
-            {
-                "kafka": kafka,
-                "key": pa.array(key_text, pa.string()),
-                "value": pa.array(value_text, pa.string()),
-                "deadletter": pa.nulls(n, DEADLETTER_TYPE),
-                "marker": pa.nulls(n, MARKER_TYPE),
-            },
-            schema=ROW_SCHEMA,
-        )
+        rows_table = record_rows(kafka, key_text, value_text)
         del key_text, value_text
         order: list[int] | None = None
         if self._shaper is not None:

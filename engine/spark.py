@@ -45,9 +45,7 @@ if TYPE_CHECKING:
 
 SUPPORTED_JAVA = (17, 21)
 DEFAULT_MASTER = "local[*]"
-#: How Spark writes timestamps into pool files: as every Delta reader expects them
-#: (Spark's default, INT96, is a legacy encoding).
-PARQUET_TIMESTAMPS = "TIMESTAMP_MICROS"
+
 
 _INSTALL_HINT = (
     "install Java 17 or 21 (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
@@ -207,7 +205,6 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
         "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
-        "spark.sql.parquet.outputTimestampType": PARQUET_TIMESTAMPS,
         "spark.pyspark.python": executor_python(settings),
     }
     if is_local_master(settings.master):

@@ -116,6 +116,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ZyncError
+from engine.kafka.avro import zigzag_long
 from engine.kafka.formats import Format
 
 if TYPE_CHECKING:
@@ -371,16 +372,6 @@ _held_locks: set[str] = set()
 # Encoding
 
 
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _read_long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     shift = result = 0
     while True:
@@ -403,7 +394,7 @@ def _marker_field(header: bytes) -> tuple[bytes, bytes]:
     field (branch 1, length, bytes) without the trailing ``header``. Splitting a block
     on them leaves ``header`` + body for each record."""
     value = _MARKER + header
-    return value, b"\x02" + _zigzag(len(value)) + _MARKER
+    return value, b"\x02" + zigzag_long(len(value)) + _MARKER
 
 
 def _container_bodies(data: bytes, count: int, pattern: bytes) -> list[bytes] | None:
@@ -1947,8 +1938,8 @@ class Delivery:
                 + b"\x02"
                 + (b"\x00" if k is None else b"\x02" + k)
                 + (v or b"")
-                + _zigzag(u[3])
-                + _zigzag(u[6])
+                + zigzag_long(u[3])
+                + zigzag_long(u[6])
                 + b"\x00"
                 for u, k, v in zip(updates, key_bodies, value_bodies, strict=True)
             ]
@@ -1966,7 +1957,7 @@ class Delivery:
 
     def _progress_value(self, moment: int, count: int) -> bytes:
         if self.format is Format.AVRO:
-            return self._message_prefix + b"\x00\x02" + _zigzag(moment) + _zigzag(count)
+            return self._message_prefix + b"\x00\x02" + zigzag_long(moment) + zigzag_long(count)
         text = f'{{"update":null,"progress":{{"time":{moment},"count":{count}}}}}'.encode()
         if self.format is Format.CONNECT_JSON:
             return self._message_prefix + text + b"}"

@@ -355,10 +355,9 @@ def append_events(pool: Any, events: Sequence[Mapping[str, Any]], chunk: int = 5
     topic types with ``Pool.record_types``), in commits of ``chunk`` events, with
     contiguous offsets per (topic, partition) after the pool's positions. Types are
     inferred from the first events of each topic. Returns the rows committed."""
-    import pyarrow as pa
 
     from engine.kafka.types import json_value_to_spark
-    from engine.lake.envelope import ROW_SCHEMA
+    from engine.lake.envelope import record_rows
     from engine.lake.pools import TopicTypes
 
     samples: dict[str, tuple[list[Any], list[Any]]] = {}
@@ -404,17 +403,7 @@ def append_events(pool: Any, events: Sequence[Mapping[str, Any]], chunk: int = 5
             key, value = event.get("key"), event.get("value")
             keys_out.append(None if key is None else dumps(key, separators=(",", ":")))
             values_out.append(None if value is None else dumps(value, separators=(",", ":")))
-        n = len(part)
-        rows = pa.table(
-            {
-                "kafka": pa.array(kafka, ROW_SCHEMA.field("kafka").type),
-                "key": pa.array(keys_out, pa.string()),
-                "value": pa.array(values_out, pa.string()),
-                "deadletter": pa.nulls(n, ROW_SCHEMA.field("deadletter").type),
-                "marker": pa.nulls(n, ROW_SCHEMA.field("marker").type),
-            },
-            schema=ROW_SCHEMA,
-        )
+        rows = record_rows(kafka, keys_out, values_out)
         touched = {(e["topic"], int(e.get("partition", 0))) for e in part}
         positions = {tp: next_offset[tp] - 1 for tp in touched}
         committed += pool.append_records(rows, positions).rows

@@ -20,10 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-import pyarrow as pa  # noqa: E402
 
 from engine.etl import EtlRunner, load_config  # noqa: E402
-from engine.lake.envelope import ROW_SCHEMA  # noqa: E402
+from engine.lake.envelope import record_rows  # noqa: E402
 from engine.lake.pools import Lake, Pool, TopicTypes  # noqa: E402
 
 
@@ -50,17 +49,7 @@ def ingest(pool: Pool, events: list[dict]) -> None:
         offsets[topic] += 1
         keys.append(json.dumps(event["key"]))
         values.append(json.dumps(event["value"]))
-    n = len(events)
-    rows = pa.table(
-        {
-            "kafka": pa.array(kafka, ROW_SCHEMA.field("kafka").type),
-            "key": pa.array(keys, pa.string()),
-            "value": pa.array(values, pa.string()),
-            "deadletter": pa.nulls(n, ROW_SCHEMA.field("deadletter").type),
-            "marker": pa.nulls(n, ROW_SCHEMA.field("marker").type),
-        },
-        schema=ROW_SCHEMA,
-    )
+    rows = record_rows(kafka, keys, values)
     types = {}
     for topic in offsets:
         of = [e for e in events if e["topic"] == topic]

@@ -39,6 +39,7 @@ its last idle pass so a loop polling an unchanged lake does no Spark work.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import threading
 import time
@@ -73,12 +74,11 @@ from engine.etl.rules import (
 )
 from engine.lake import delta
 from engine.lake.envelope import (
-    DEADLETTER_TYPE,
     EXPIRED,
     KAFKA_TYPE,
-    MARKER_TYPE,
     PROCESSED,
     ROW_SCHEMA,
+    record_rows,
 )
 from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError
 
@@ -211,6 +211,20 @@ class PassResult:
         return data
 
 
+def _record_json(record: PendingRecord | ExpiredRecord) -> dict[str, Any]:
+    """A pending or expired record as JSON: its fields, the timestamp in ISO 8601 and
+    the age in seconds (``age_seconds``)."""
+    data: dict[str, Any] = {}
+    for name, value in dataclasses.asdict(record).items():
+        if name == "timestamp":
+            data[name] = value.isoformat() if value else None
+        elif name == "age":
+            data["age_seconds"] = value.total_seconds() if value is not None else None
+        else:
+            data[name] = value
+    return data
+
+
 def _tp_json(values: Mapping[TopicPartition, int]) -> dict[str, int]:
     return {f"{t}/{p}": v for (t, p), v in sorted(values.items())}
 
@@ -229,16 +243,7 @@ class PendingRecord:
     seqno: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-            "key": self.key,
-            "rule": self.rule,
-            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
-            "age_seconds": self.age.total_seconds() if self.age is not None else None,
-            "seqno": self.seqno,
-        }
+        return _record_json(self)
 
 
 @dataclass(frozen=True)
@@ -256,17 +261,7 @@ class ExpiredRecord:
     seqno: int | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-            "key": self.key,
-            "value": self.value,
-            "rule": self.rule,
-            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
-            "age_seconds": self.age.total_seconds() if self.age is not None else None,
-            "seqno": self.seqno,
-        }
+        return _record_json(self)
 
 
 @dataclass
@@ -443,7 +438,11 @@ class EtlRunner:
                         return result
                     rows = plan.rows
                     if plan.local_outputs is not None:
-                        rows = pa.concat_tables([_output_rows(self._numbered_arrow(plan)), rows])
+                        numbered = self._numbered_arrow(plan)
+                        outputs = record_rows(
+                            numbered.column("kafka"), numbered.column("key"), numbered.column("value")
+                        )
+                        rows = pa.concat_tables([outputs, rows])
                     files = self._write_outputs(plan)
                     try:
                         version = self.staging.commit_rows(
@@ -601,21 +600,20 @@ class EtlRunner:
             if ctx is not None:
                 ctx.drop_views()
             assigned.unpersist()
+        kind = table.column("kind")
+        fates_ = table.filter(pc.equal(kind, "f"))
         if local:
-            outputs = table.filter(pc.equal(table.column("kind"), "o"))
-            counts = outputs.group_by("out", use_threads=False).aggregate([([], "count_all")])
-            table = pa.concat_tables(
-                [
-                    table.filter(pc.equal(table.column("kind"), "f")),
-                    _count_rows(counts.column("out"), counts.column("count_all"), table.schema),
-                ]
-            )
-            plan = self._decide(positions, done, table)
+            outputs = table.filter(pc.equal(kind, "o"))
+            grouped = outputs.group_by("out", use_threads=False).aggregate([([], "count_all")])
+            counts = _counts(grouped.column("out"), grouped.column("count_all"))
+            plan = self._decide(positions, done, fates_, counts)
             if plan.counts:
                 plan.local_outputs = outputs.select(list(OUTPUT_COLUMNS))
             return plan
+        counted = table.filter(pc.equal(kind, "c"))
+        counts = _counts(counted.column("topic"), counted.column("offset"))
         try:
-            plan = self._decide(positions, done, table)
+            plan = self._decide(positions, done, fates_, counts)
         except BaseException:
             result.unpersist()
             raise
@@ -626,19 +624,12 @@ class EtlRunner:
             result.unpersist()
         return plan
 
-    def _decide(self, positions: Positions, done: pa.Table, table: pa.Table) -> _Plan:
-        """Expiry, cursors, floors, the output topics' next offsets, marker rows — on
-        the driver, vectorized over the collected fates."""
-        kind = table.column("kind")
-        read = _settle(table.filter(pc.equal(kind, "f")).select(list(FATE_COLUMNS)).cast(_FATES))
-        count_rows = table.filter(pc.equal(kind, "c"))
-        counts = dict(
-            zip(
-                count_rows.column("topic").to_pylist(),
-                count_rows.column("offset").to_pylist(),
-                strict=True,
-            )
-        )
+    def _decide(
+        self, positions: Positions, done: pa.Table, fates_: pa.Table, counts: dict[str, int]
+    ) -> _Plan:
+        """Expiry, cursors, floors, the output topics' next offsets (``counts``: outputs
+        per topic), marker rows — on the driver, vectorized over the collected fates."""
+        read = _settle(fates_.select(list(FATE_COLUMNS)).cast(_FATES))
         if read.num_rows == 0 and done.num_rows == 0:
             return _empty_plan(positions)
         # (with only done markers read, the cursors may still move past them)
@@ -1047,29 +1038,8 @@ def _summarize(result: DataFrame) -> pa.Table:
     return fates_.unionByName(counts).toArrow()
 
 
-def _count_rows(topics: pa.Array, counts: pa.Array, schema: pa.Schema) -> pa.Table:
-    """Rows of kind ``c`` (as :func:`_summarize` makes them) for a collected result."""
-    n = len(topics)
-    columns = {name: pa.nulls(n, schema.field(name).type) for name in schema.names}
-    columns["kind"] = pa.array(["c"] * n, schema.field("kind").type)
-    columns["topic"] = topics.cast(schema.field("topic").type)
-    columns["offset"] = counts.cast(schema.field("offset").type)
-    return pa.table(columns, schema=schema)
-
-
-def _output_rows(numbered: pa.Table) -> pa.Table:
-    """Staging rows (:data:`ROW_SCHEMA`) of numbered outputs, in seqno order."""
-    n = numbered.num_rows
-    return pa.Table.from_arrays(
-        [
-            numbered.column("kafka"),
-            numbered.column("key"),
-            numbered.column("value"),
-            pa.nulls(n, DEADLETTER_TYPE),
-            pa.nulls(n, MARKER_TYPE),
-        ],
-        schema=ROW_SCHEMA,
-    )
+def _counts(topics: pa.ChunkedArray, counts: pa.ChunkedArray) -> dict[str, int]:
+    return dict(zip(topics.to_pylist(), counts.to_pylist(), strict=True))
 
 
 def _arange(start: int, count: int) -> pa.Array:

@@ -625,7 +625,8 @@ _SYNC = b"zync-batch-sync!"
 _MAX_DECIMAL_PRECISION = 38
 
 
-def _zigzag_long(n: int) -> bytes:
+def zigzag_long(n: int) -> bytes:
+    """``n`` as an Avro long: zig-zag, then a base-128 varint."""
     n = (n << 1) ^ (n >> 63)
     out = bytearray()
     while n & ~0x7F:
@@ -638,10 +639,10 @@ def _zigzag_long(n: int) -> bytes:
 def _container_header(schema_json: str) -> bytes:
     meta = {b"avro.schema": schema_json.encode("utf-8"), b"avro.codec": b"null"}
     head = bytearray(b"Obj\x01")
-    head += _zigzag_long(len(meta))
+    head += zigzag_long(len(meta))
     for key, value in meta.items():
-        head += _zigzag_long(len(key)) + key + _zigzag_long(len(value)) + value
-    head += _zigzag_long(0)
+        head += zigzag_long(len(key)) + key + zigzag_long(len(value)) + value
+    head += zigzag_long(0)
     head += _SYNC
     return bytes(head)
 
@@ -771,7 +772,7 @@ class _PolarsBatchReader:
             self.convs = {"v": conv} if conv is not None else {}
             self.wrapped = True
         self.header = _container_header(json.dumps(container))
-        self.sentinel = _zigzag_long(_SENTINEL)
+        self.sentinel = zigzag_long(_SENTINEL)
 
     def read(self, bodies: Sequence[bytes]) -> list[str | None]:
         import polars as pl
@@ -780,7 +781,7 @@ class _PolarsBatchReader:
         parts: list[bytes] = [self.sentinel] * (2 * n)
         parts[0::2] = bodies
         block = b"".join(parts)
-        data = b"".join((self.header, _zigzag_long(n), _zigzag_long(len(block)), block, _SYNC))
+        data = b"".join((self.header, zigzag_long(n), zigzag_long(len(block)), block, _SYNC))
         frame = pl.read_avro(io.BytesIO(data))
         sentinel = frame.get_column(_SENTINEL_FIELD)
         if frame.height != n or sentinel.null_count() or not (sentinel == _SENTINEL).all():

@@ -159,15 +159,6 @@ def spark_to_arrow(df: DataFrame, schema: pa.Schema | None = None) -> pa.Table:
     return table
 
 
-def file_stats(table: DeltaTable, columns: Sequence[str]) -> pa.Table:
-    """Per live file: path, num_records and min/max of ``columns`` (flattened names)."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    wanted = ["path", "num_records", "size_bytes"]
-    for column in columns:
-        wanted += [f"min.{column}", f"max.{column}"]
-    return actions.select([name for name in wanted if name in actions.column_names])
-
-
 # ----------------------------------------------------------------------------------------
 # Files written by Spark executors (or the driver), committed by the driver
 

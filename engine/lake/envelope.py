@@ -29,7 +29,7 @@ single Delta commit hold all of them (DESIGN.md, decision 4).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 
@@ -98,6 +98,28 @@ def shape_problems(schema: pa.Schema) -> list[str]:
     for name in have.keys() - {field.name for field in POOL_SCHEMA}:
         problems.append(f"column `{name}` is not part of a pool")
     return problems
+
+
+def record_rows(kafka: Any, keys: Any, values: Any) -> pa.Table:
+    """Record rows (:data:`ROW_SCHEMA`, no dead letter, no marker) from the ``kafka``
+    structs (an Arrow array, or dicts) and the key and value JSON texts."""
+    def arrow(values: Any, type_: pa.DataType) -> Any:
+        if isinstance(values, pa.Array | pa.ChunkedArray):
+            return values if values.type == type_ else values.cast(type_)
+        return pa.array(values, type_)
+
+    kafka = arrow(kafka, KAFKA_TYPE)
+    n = len(kafka)
+    return pa.Table.from_arrays(
+        [
+            kafka,
+            arrow(keys, pa.string()),
+            arrow(values, pa.string()),
+            pa.nulls(n, DEADLETTER_TYPE),
+            pa.nulls(n, MARKER_TYPE),
+        ],
+        schema=ROW_SCHEMA,
+    )
 
 
 def empty_rows() -> pa.Table:

@@ -447,10 +447,8 @@ class Pool:
         process share."""
         from pyspark.sql import functions as F
 
-        from engine.spark import PARQUET_TIMESTAMPS
-
-        spark = df.sparkSession
-        spark.conf.set("spark.sql.parquet.outputTimestampType", PARQUET_TIMESTAMPS)
+        # timestamps as every Delta reader expects them (Spark's default, INT96, is legacy)
+        df.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         directory = f"{label}-{uuid.uuid4()}"
         # NOT NULL where the pool's schema says so (Spark writes that into the files:
         # Delta readers refuse to read a nullable file column as a non-null one)

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ZyncError
-from engine.lake.envelope import KAFKA_TYPE, ROW_SCHEMA
+from engine.lake.envelope import KAFKA_TYPE, record_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -155,16 +155,7 @@ class Shaper:
                  "value": pa.array([], pa.string()), _IDX: pa.array([], pa.int64())}
             )
         index = shaped.column(_IDX).to_pylist()
-        n = shaped.num_rows
-        table = pa.table(
-            {
-                "kafka": shaped.column("kafka"),
-                "key": shaped.column("key"),
-                "value": shaped.column("value"),
-                "deadletter": pa.nulls(n, ROW_SCHEMA.field("deadletter").type),
-                "marker": pa.nulls(n, ROW_SCHEMA.field("marker").type),
-            }
-        ).cast(ROW_SCHEMA)
+        table = record_rows(shaped.column("kafka"), shaped.column("key"), shaped.column("value"))
         key_out, value_out = types[0] if types else (key_type, value_type)
         return ShapeResult(table, index, sorted(failures), key_out, value_out)
 

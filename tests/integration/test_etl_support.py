@@ -10,9 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from engine.lake.envelope import ROW_SCHEMA
+from engine.lake.envelope import record_rows
 from engine.lake.pools import AppendResult, Lake, Pool, TopicTypes
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "invoices"
@@ -63,17 +61,7 @@ def append_events(pool: Pool, events: Iterable[dict[str, Any]]) -> AppendResult:
         )
         keys.append(None if event.get("key") is None else json.dumps(event["key"]))
         values.append(None if event.get("value") is None else json.dumps(event["value"]))
-    n = len(events)
-    rows = pa.table(
-        {
-            "kafka": pa.array(kafka, ROW_SCHEMA.field("kafka").type),
-            "key": pa.array(keys, pa.string()),
-            "value": pa.array(values, pa.string()),
-            "deadletter": pa.nulls(n, ROW_SCHEMA.field("deadletter").type),
-            "marker": pa.nulls(n, ROW_SCHEMA.field("marker").type),
-        },
-        schema=ROW_SCHEMA,
-    )
+    rows = record_rows(kafka, keys, values)
     types: dict[str, TopicTypes] = {}
     for topic in sorted({e["topic"] for e in events}):
         of = [e for e in events if e["topic"] == topic]
