@@ -290,6 +290,16 @@ class _Plan:
     def empty(self) -> bool:
         return self.rows.num_rows == 0 and not self.counts and not self.moved
 
+    def numbering(self) -> list[tuple[str, int, int, int]]:
+        """Per output topic, in name order: ``(topic, first offset, first seqno, count)``
+        — offsets follow the topic's last one, seqnos run topic after topic."""
+        out = []
+        start = self.first_seqno
+        for topic, count in sorted(self.counts.items()):
+            out.append((topic, self.positions.next_offsets.get(topic, 0), start, count))
+            start += count
+        return out
+
     def release(self) -> None:
         if self.cached is not None:
             self.cached.unpersist()
@@ -696,11 +706,9 @@ class EtlRunner:
 
         assert plan.outputs is not None
         bases, starts = [], []
-        start = plan.first_seqno
-        for topic, count in sorted(plan.counts.items()):
-            bases += [F.lit(topic), F.lit(plan.positions.next_offsets.get(topic, 0))]
+        for topic, base, start, _ in plan.numbering():
+            bases += [F.lit(topic), F.lit(base)]
             starts += [F.lit(topic), F.lit(start)]
-            start += count
         # ties (one input giving several outputs of one rule) go by key, then value
         order = Window.partitionBy("out").orderBy("o1", "o2", "o3", "o4", "o5", "key", "value")
         rank = F.row_number().over(order) - 1
@@ -731,11 +739,9 @@ class EtlRunner:
             )
         ).combine_chunks()
         pieces, seqnos = [], []
-        start = plan.first_seqno
-        for topic, count in sorted(plan.counts.items()):
-            pieces.append(_arange(plan.positions.next_offsets.get(topic, 0), count))
+        for _, base, start, count in plan.numbering():
+            pieces.append(_arange(base, count))
             seqnos.append(_arange(start, count))
-            start += count
         kafka = pa.StructArray.from_arrays(
             [
                 outs.column("out").cast(pa.string()).combine_chunks(),
