@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# Create or refresh the project's virtual environment in .venv (sourced by demo.sh and test.sh).
-# Reinstalls only when pyproject.toml changed since the last install.
+# Create or refresh the project's environment (sourced by demo.sh and test.sh):
+#   1. .venv holds exactly the packages pinned in requirements.lock, plus zync itself
+#      (editable); it is re-synced only when the lock or pyproject.toml changed;
+#   2. the JVM artifacts declared in engine/jvm/artifacts.toml (delta-spark, Apache Kafka,
+#      Spark's Kafka source, ...) are resolved into zync's cache by `zync setup`
+#      (Maven when installed, else Ivy); afterwards zync runs offline.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
-python="${PYTHON:-python3}"
+source "$root/scripts/uv.sh"
 
-if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-  echo "error: zync needs Python 3.11 or newer as '$python' (set PYTHON=/path/to/python3.11)" >&2
-  exit 1
-fi
 if [ ! -x "$venv/bin/python" ]; then
   echo "zync: creating $venv" >&2
-  "$python" -m venv "$venv"
+  "$UV" venv --quiet --python "${PYTHON:-python3}" "$venv"
 fi
 stamp="$venv/.zync-installed"
-want="$(cat "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$root/requirements.lock" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "zync: installing dependencies into $venv (first run takes a few minutes)" >&2
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root" --group "$root/pyproject.toml:test"
+  echo "zync: installing the locked dependencies into $venv" >&2
+  VIRTUAL_ENV="$venv" "$UV" pip sync --quiet --require-hashes "$root/requirements.lock"
+  VIRTUAL_ENV="$venv" "$UV" pip install --quiet --no-deps -e "$root"
   echo "$want" > "$stamp"
 fi
+"$venv/bin/zync" setup --quiet
