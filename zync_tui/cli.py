@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from zync_tui.commands import console, deliver, dev, etl, kafka, pool, run
+from zync_tui.commands import console, deliver, dev, etl, kafka, pool, run, setup
 
 app = typer.Typer(
     name="zync",
@@ -27,35 +27,7 @@ etl.register(app)  # etl, pending, expired
 deliver.register(app)  # to-kafka
 run.register(app)  # run
 console.register(app)  # tui, demo
-
-
-@app.command()
-def version() -> None:
-    """Print the versions of zync, Spark, delta-rs and librdkafka."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    import confluent_kafka
-
-    import engine
-
-    def dist(name: str) -> str:
-        try:
-            return dist_version(name)
-        except PackageNotFoundError:
-            return "not installed"
-
-    rows = [
-        ("zync", engine.__version__),
-        ("spark (pyspark)", dist("pyspark")),
-        ("delta-rs (deltalake)", dist("deltalake")),
-        ("librdkafka", confluent_kafka.libversion()[0]),
-        ("confluent-kafka", confluent_kafka.version()[0]),
-        ("textual", dist("textual")),
-    ]
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        typer.echo(f"{name:<{width}}  {value}")
+setup.register(app)  # setup, version
 
 
 def main() -> None:

@@ -1,0 +1,87 @@
+"""`zync setup` and `zync version`: the JVM artifacts zync runs with, and every version."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from engine.jvm import artifacts
+from zync_tui.errors import err_console, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(setup)
+    app.command()(version)
+
+
+def setup(
+    resolver: Annotated[
+        str | None,
+        typer.Option(help="maven or ivy (default: Maven when `mvn` is installed, else Ivy)"),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when all is there.")] = False,
+) -> None:
+    """Fetch the JVM artifacts (delta-spark, Apache Kafka, Spark's Kafka source) once.
+
+    The list is declared in engine/jvm/artifacts.toml; everything lands in zync's cache
+    (~/.cache/zync/jvm, or $ZYNC_JVM_CACHE) and zync runs offline afterwards. Needs Maven
+    Central the first time. The README's set-up commands run this for you.
+    """
+    with user_errors():
+        for name, aset in artifacts.declared_sets().items():
+            already = artifacts.resolved(name) is not None
+            found = artifacts.fetch(
+                name, resolver=resolver, progress=lambda line: err_console.print(line, soft_wrap=True)
+            )
+            if not (quiet and already):
+                err_console.print(
+                    f"{name}: {len(found.jars)} jars ({found.resolver}) in "
+                    f"{artifacts.cache_dir()} — {aset.purpose}",
+                    soft_wrap=True,
+                )
+
+
+def version(
+    all_jars: Annotated[
+        bool, typer.Option("--all", help="List every JVM jar, dependencies included.")
+    ] = False,
+) -> None:
+    """Print the versions of zync, Spark, Delta, Kafka, librdkafka and every JVM artifact."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    import confluent_kafka
+
+    import engine
+
+    def dist(name: str) -> str:
+        try:
+            return dist_version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    rows = [
+        ("zync", engine.__version__),
+        ("spark (pyspark)", dist("pyspark")),
+        ("delta-spark", dist("delta-spark")),
+        ("delta-rs (deltalake)", dist("deltalake")),
+        ("librdkafka", confluent_kafka.libversion()[0]),
+        ("confluent-kafka", dist("confluent-kafka")),
+        ("textual", dist("textual")),
+    ]
+    for name, aset in artifacts.declared_sets().items():
+        found = artifacts.resolved(name)
+        for coordinate in aset.artifacts:
+            state = "" if found else f"  (not fetched: run `{artifacts.SETUP_COMMAND}`)"
+            rows.append((f"jvm {name}: {coordinate.group}:{coordinate.artifact}",
+                         coordinate.version + state))
+        if found and all_jars:
+            declared = set(aset.artifacts)
+            for jar in found.jars:
+                if jar.coordinate not in declared:
+                    rows.append((f"jvm {name}:   {jar.coordinate.group}:{jar.coordinate.artifact}",
+                                 jar.coordinate.version))
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        typer.echo(f"{name:<{width}}  {value}")
