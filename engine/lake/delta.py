@@ -1,10 +1,12 @@
-"""Delta tables through delta-rs, read by Spark.
+"""Delta tables: written through delta-rs, read by Spark through delta-spark.
 
-Delta's JVM jars cannot be had here, so the Delta log is read and written with
-delta-rs (DESIGN.md, decision 1). Spark reads the Parquet files of a snapshot, and
-the list of those files always comes from the Delta log (never from a directory
-listing, which would see removed and uncommitted files). Results are committed back
-through delta-rs, so the tables stay standard Delta for any other reader.
+Commits that carry several ``txn`` app ids at once (from-kafka batches; the ETL's one
+commit of outputs, markers and cursors) are made with delta-rs, which gives the two
+guards exactly-once needs: "commit only if still at version V" and "fail when another
+writer changed one of my app ids". Spark reads a pool with Delta's own reader
+(``format("delta")`` at a pinned version), so deletion vectors, column mapping, data
+skipping and files a user's OPTIMIZE rewrote are Delta's business; zync never lists
+Parquet files for Spark (docs/design.md#readers-and-writers).
 """
 
 from __future__ import annotations
@@ -94,16 +96,22 @@ def live_files(table: DeltaTable, predicate: str | None = None) -> list[str]:
 def read_spark(
     spark: SparkSession, table: DeltaTable, predicate: str | None = None
 ) -> DataFrame:
-    """A DataFrame over the table's live files (pruned by ``predicate`` statistics).
+    """A DataFrame over the table's snapshot (the version ``table`` is at), read by
+    delta-spark; rows filtered by ``predicate`` (Spark SQL), which Delta also uses to
+    skip files by their statistics."""
+    df = (
+        spark.read.format("delta")
+        .option("versionAsOf", table.version())
+        .load(spark_path(table.table_uri))
+    )
+    return df.where(predicate) if predicate else df
 
-    The rows are not filtered by ``predicate``: apply it to the DataFrame when exact
-    results are needed. A table with no files gives an empty DataFrame of its schema.
-    """
-    schema = spark_schema(arrow_schema(table))
-    files = live_files(table, predicate)
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+
+def spark_path(uri: str) -> str:
+    """A table URI as Spark's file systems take it (``file:///x`` for local paths)."""
+    if "://" in uri:
+        return uri
+    return Path(uri).resolve().as_uri()
 
 
 def commit_arrow(

@@ -481,10 +481,9 @@ class Pool:
     def read(
         self, spark: SparkSession, *, predicate: str | None = None, version: int | None = None
     ) -> DataFrame:
-        """Every row of the snapshot (all kinds, JSON text), files pruned by ``predicate``
-        statistics and rows filtered by it."""
-        df = delta.read_spark(spark, self.snapshot(version), predicate)
-        return df.where(predicate) if predicate else df
+        """Every row of the snapshot (all kinds, JSON text), rows filtered by ``predicate``
+        (Delta skips the files whose statistics rule it out)."""
+        return delta.read_spark(spark, self.snapshot(version), predicate)
 
     def records(
         self,
