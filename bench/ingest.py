@@ -164,15 +164,15 @@ def main() -> None:
     args = parser.parse_args()
     n = args.records
 
-    from engine import devstack
     from engine.config import KafkaProfile, RegistryProfile
     from engine.kafka.schemas import RegistrySchemas
+    from engine.local import broker, processes, registry
     from tests.fixtures import debezium as dbz
 
     with tempfile.TemporaryDirectory(prefix="zync-bench-") as tmp:
         tmp_path = Path(tmp)
-        broker = devstack.start_broker(tmp_path / "broker", port=0, timeout=60)
-        registry = devstack.start_registry(tmp_path / "registry", port=0, timeout=60)
+        broker = broker.start_broker(tmp_path / "broker", port=0, timeout=60)
+        registry = registry.start_registry(tmp_path / "registry", port=0, timeout=60)
         try:
             profile = KafkaProfile(bootstrap_servers=broker.address)
             schemas = RegistrySchemas(RegistryProfile(url=registry.address))
@@ -207,8 +207,8 @@ def main() -> None:
             print("|---|---|---|---|---|")
             print(f"| {n:,} | ~{size:.0f} B | {ceiling_rate:,.0f} | {rate:,.0f} | {ratio:.0%} |")
         finally:
-            devstack.stop_process(registry)
-            devstack.stop_process(broker)
+            processes.stop_process(registry)
+            processes.stop_process(broker)
 
 
 if __name__ == "__main__":

@@ -244,18 +244,18 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
 
-    from engine import devstack
     from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.pools import Lake
+    from engine.local import broker, processes, registry
 
     with tempfile.TemporaryDirectory(prefix="zync-bench-") as tmp:
         root = Path(tmp)
         (root / "broker").mkdir()
         (root / "registry").mkdir()
-        broker = devstack.start_broker(root / "broker", port=0, timeout=60)
-        registry_process = devstack.start_registry(root / "registry", port=0, timeout=60)
+        broker = broker.start_broker(root / "broker", port=0, timeout=60)
+        registry_process = registry.start_registry(root / "registry", port=0, timeout=60)
         try:
-            kafka = KafkaProfile(bootstrap_servers=f"{devstack.HOST}:{broker.port}")
+            kafka = KafkaProfile(bootstrap_servers=f"{processes.HOST}:{broker.port}")
             registry = RegistryProfile(url=registry_process.address)
             lake = Lake(root / "lake")
             if not args.skip_latency:
@@ -283,8 +283,8 @@ def main() -> None:
                     flush=True,
                 )
         finally:
-            devstack.stop_process(registry_process)
-            devstack.stop_process(broker)
+            processes.stop_process(registry_process)
+            processes.stop_process(broker)
 
 
 if __name__ == "__main__":

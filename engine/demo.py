@@ -3,7 +3,7 @@
 ``demo/invoices`` holds Debezium change events of two tables in four batches and the ETL
 configuration that turns them into denormalized invoices (``NewInvoices``). :class:`Demo`
 prepares everything the scenario needs — the embedded broker and registry
-(:func:`engine.devstack.up`, unless profiles are given), the ``Raw`` and ``Staging`` pools,
+(:func:`engine.local.stack.up`, unless profiles are given), the ``Raw`` and ``Staging`` pools,
 one Avro schema per topic — and publishes one batch at a time with
 :meth:`Demo.publish_next`, so a newcomer watches records flow through the console.
 
@@ -160,9 +160,9 @@ class Demo:
         config = load_config(self.config_path)
         if self.kafka is None or self.registry is None:
             if self.start_stack:
-                from engine import devstack
+                from engine.local import stack
 
-                report = devstack.up(home=self.home)
+                report = stack.up(home=self.home)
                 notes.extend(report.notes)
             self.kafka = self.kafka or profiles.load_kafka_profile(home=self.home)
             self.registry = self.registry or profiles.load_registry_profile(home=self.home)

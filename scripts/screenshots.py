@@ -104,19 +104,19 @@ def table_rows(app: Any, panel: str) -> list[list[str]]:
 
 
 async def run(out: Path, size: tuple[int, int]) -> list[Path]:
-    from engine import devstack
     from engine.demo import DemoRecord
+    from engine.local import broker, processes, registry
     from zync_tui.console.app import make_app
 
     work = Path(tempfile.mkdtemp(prefix="zync-shots-"))
     os.environ["ZYNC_HOME"] = str(work / "home")
-    broker = devstack.start_broker(work / "broker", port=0)
-    registry = devstack.start_registry(work / "registry", port=0)
+    broker = broker.start_broker(work / "broker", port=0)
+    registry = registry.start_registry(work / "registry", port=0)
     shots: list[Path] = []
     app = make_app(
         demo=True,
         lake=work / "lake",
-        kafka={"bootstrap_servers": f"{devstack.HOST}:{broker.port}"},
+        kafka={"bootstrap_servers": f"{processes.HOST}:{broker.port}"},
         registry={"url": registry.address},
         start_stack=False,
     )
@@ -157,15 +157,15 @@ async def run(out: Path, size: tuple[int, int]) -> list[Path]:
             await shot("expired", "5")
             await shot("expired-record", "enter")
             await pilot.press("escape")
-            devstack.stop_process(broker, timeout=10)
+            processes.stop_process(broker, timeout=10)
             await pilot.press("1")
             await wait(pilot, lambda: "Kafka DOWN" in str(app.screen_stack[0].query_one("#status").render()), 60, "Kafka DOWN")
             await shot("broker-down-topics", "1")
             await shot("broker-down-loops", "2")
     finally:
         app.backend.close()
-        devstack.stop_process(broker, timeout=10)
-        devstack.stop_process(registry, timeout=10)
+        processes.stop_process(broker, timeout=10)
+        processes.stop_process(registry, timeout=10)
         shutil.rmtree(work, ignore_errors=True)
     return shots
 

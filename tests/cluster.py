@@ -65,7 +65,7 @@ def spark_home() -> Path:
 
 
 def _free_port() -> int:
-    from engine.devstack import free_port
+    from engine.local.processes import free_port
 
     return free_port()
 

@@ -1,7 +1,7 @@
 """Private broker and registry processes for test sessions (see tests/conftest.py).
 
 Each runs on a free port on 127.0.0.1, is ready when returned (readiness polled with a
-timeout, no fixed sleeps) and is stopped by PID, through the same engine.devstack code
+timeout, no fixed sleeps) and is stopped by PID, through the same engine.local code
 that `zync dev up|down` uses.
 """
 
@@ -11,7 +11,7 @@ import atexit
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import devstack
+from engine.local import broker, processes, registry
 
 READY_TIMEOUT = 60.0
 
@@ -25,11 +25,11 @@ class Running:
     ``bootstrap.servers`` takes).
     """
 
-    process: devstack.Process
+    process: processes.Process
 
     @property
     def address(self) -> str:
-        return f"{devstack.HOST}:{self.process.port}"
+        return f"{processes.HOST}:{self.process.port}"
 
     @property
     def url(self) -> str:
@@ -49,20 +49,20 @@ class Running:
 
     def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL); does nothing when already stopped."""
-        devstack.stop_process(self.process, timeout=10.0)
+        processes.stop_process(self.process, timeout=10.0)
 
 
-def _started(process: devstack.Process) -> Running:
+def _started(process: processes.Process) -> Running:
     running = Running(process)
     atexit.register(running.stop)  # a safety net if a fixture's teardown never runs
     return running
 
 
 def start_broker(tmp_dir: Path) -> Running:
-    """A Tansu broker (memory storage) on a free port; its log in ``tmp_dir/broker.log``."""
-    return _started(devstack.start_broker(Path(tmp_dir), port=0, timeout=READY_TIMEOUT))
+    """An Apache Kafka broker (KRaft) on a free port, its data and log in ``tmp_dir``."""
+    return _started(broker.start_broker(Path(tmp_dir), port=0, timeout=READY_TIMEOUT))
 
 
 def start_registry(tmp_dir: Path) -> Running:
     """zync's Schema Registry on a free port, its database and log in ``tmp_dir``."""
-    return _started(devstack.start_registry(Path(tmp_dir), port=0, timeout=READY_TIMEOUT))
+    return _started(registry.start_registry(Path(tmp_dir), port=0, timeout=READY_TIMEOUT))

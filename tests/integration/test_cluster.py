@@ -231,7 +231,7 @@ def test_an_unreachable_master_fails_in_one_line(tmp_path: Path) -> None:
     import os
     import sys
 
-    from engine.devstack import free_port
+    from engine.local.processes import free_port
 
     (tmp_path / "lake").mkdir()
     master = f"spark://127.0.0.1:{free_port()}"

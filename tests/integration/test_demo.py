@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from engine import devstack
+from engine.local import broker, processes
 from tests.stack import start_broker, start_registry
 from zync_tui.console.app import make_app
 from zync_tui.console.screens.deadletters import DeadLettersScreen
@@ -187,13 +187,13 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
             assert "cannot reach Kafka" in notice
             assert any(r[5] == "3" for r in rows(app, "topics"))  # the lake's side still shows
             assert rows(app, "etl")  # the other panels keep working
-            restarted = devstack.start_broker(tmp_path / "broker2", port=port)
+            restarted = broker.start_broker(tmp_path / "broker2", port=port)
             try:
                 await until(pilot, lambda: "Kafka ok" in status(app), 60, "Kafka ok again")
                 assert app.is_running
             finally:
                 app.backend.close()
-                devstack.stop_process(restarted, timeout=10)
+                processes.stop_process(restarted, timeout=10)
     finally:
         app.backend.close()
         broker.stop()

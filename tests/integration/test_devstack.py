@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine import devstack
-from engine.config import load_kafka_profile, load_registry_profile
+from engine.config import load_kafka_profile, load_registry_profile, write_private_json
+from engine.local import broker, processes, registry, stack
 from zync_tui.commands.dev import app
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def _alive(pid: int) -> bool:
 
 
 def _state(home: Path) -> dict:
-    return json.loads((home / "dev" / devstack.STATE_FILE).read_text())
+    return json.loads((home / "dev" / stack.STATE_FILE).read_text())
 
 
 def _pids(home: Path) -> dict[str, int]:
@@ -48,14 +48,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for name in ("ZYNC_KAFKA_BOOTSTRAP_SERVERS", "ZYNC_REGISTRY_URL"):
         monkeypatch.delenv(name, raising=False)
     yield path
-    devstack.down(home=path)  # whatever a failed test left running
+    stack.down(home=path)  # whatever a failed test left running
 
 
 @pytest.fixture
 def listening() -> Iterator[int]:
     """A port someone else listens on."""
     with socket.socket() as sock:
-        sock.bind((devstack.HOST, 0))
+        sock.bind((processes.HOST, 0))
         sock.listen()
         yield sock.getsockname()[1]
 
@@ -66,7 +66,7 @@ def _up(*ports: int) -> list[str]:
 
 
 def test_up_twice_status_down(home: Path) -> None:
-    ports = devstack.free_port(), devstack.free_port()
+    ports = processes.free_port(), processes.free_port()
     first = runner.invoke(app, _up(*ports))
     assert first.exit_code == 0, first.output
     assert "started broker" in first.output
@@ -105,7 +105,7 @@ def test_up_twice_status_down(home: Path) -> None:
     assert not any(_alive(pid) for pid in pids.values())
     assert not (home / "kafka.json").exists()
     assert not (home / "schema_registry.json").exists()
-    assert not (home / "dev" / devstack.STATE_FILE).exists()
+    assert not (home / "dev" / stack.STATE_FILE).exists()
 
     again = runner.invoke(app, ["down"])
     assert again.exit_code == 0
@@ -133,7 +133,7 @@ def test_a_users_profile_is_kept(home: Path) -> None:
         "sasl_password": "s3cret-pw",
     }
     (home / "kafka.json").write_text(json.dumps(theirs))
-    up = runner.invoke(app, _up(devstack.free_port(), devstack.free_port()))
+    up = runner.invoke(app, _up(processes.free_port(), processes.free_port()))
     assert up.exit_code == 0, up.output
     assert "kept" in up.output
     assert "kafka.example.com:9093" in up.output
@@ -153,8 +153,8 @@ def test_stale_state_is_replaced_and_strangers_left_alone(home: Path) -> None:
     stranger = subprocess.Popen(["sleep", "300"])  # alive, but not our registry
     try:
         log = home / "dev" / "x.log"
-        devstack.write_private_json(
-            home / "dev" / devstack.STATE_FILE,
+        write_private_json(
+            home / "dev" / stack.STATE_FILE,
             {
                 "version": 1,
                 "components": {
@@ -169,11 +169,11 @@ def test_stale_state_is_replaced_and_strangers_left_alone(home: Path) -> None:
                 "profiles": {},
             },
         )
-        status = devstack.status()
+        status = stack.status()
         assert [(s.pid, s.healthy) for s in status] == [(dead.pid, False), (stranger.pid, False)]
         assert all("stale" in s.detail for s in status)
 
-        up = runner.invoke(app, _up(devstack.free_port(), devstack.free_port()))
+        up = runner.invoke(app, _up(processes.free_port(), processes.free_port()))
         assert up.exit_code == 0, up.output
         assert up.output.count("(stale)") == 2
         pids = _pids(home)
@@ -189,37 +189,66 @@ def test_stale_state_is_replaced_and_strangers_left_alone(home: Path) -> None:
 
 
 def test_a_taken_port_is_a_one_line_error(home: Path, listening: int) -> None:
-    result = runner.invoke(app, _up(listening, devstack.free_port()))
+    result = runner.invoke(app, _up(listening, processes.free_port()))
     assert result.exit_code == 1
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert f"port {listening} on 127.0.0.1 is already in use" in result.stderr
     assert "Traceback" not in result.output
-    assert not (home / "dev" / devstack.STATE_FILE).exists()
+    assert not (home / "dev" / stack.STATE_FILE).exists()
 
 
 def test_a_failed_registry_stops_the_broker_it_started(home: Path, listening: int) -> None:
-    broker_port = devstack.free_port()
+    broker_port = processes.free_port()
     result = runner.invoke(app, _up(broker_port, listening))
     assert result.exit_code == 1
     assert f"port {listening}" in result.stderr
-    assert not (home / "dev" / devstack.STATE_FILE).exists()
-    assert devstack.port_is_free(broker_port)  # the broker started first is gone again
+    assert not (home / "dev" / stack.STATE_FILE).exists()
+    assert processes.port_is_free(broker_port)  # the broker started first is gone again
 
 
 def test_the_default_port_is_preferred_when_free(listening: int) -> None:
-    free = devstack.free_port()
-    assert devstack.choose_port(free) == free
-    assert devstack.choose_port(listening) != listening
-    assert not devstack.port_is_free(listening)
+    free = processes.free_port()
+    assert processes.choose_port(free) == free
+    assert processes.choose_port(listening) != listening
+    assert not processes.port_is_free(listening)
 
 
-def test_missing_broker_binary(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CALF_TANSU_BIN", str(home / "no-such-tansu"))
+def test_missing_broker_artifacts(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZYNC_JVM_CACHE", str(home / "empty-cache"))
     result = runner.invoke(app, ["up"])
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: cannot find the Tansu broker")
-    assert "CALF_TANSU_BIN" in result.stderr
-    assert result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith("error: the JVM artifacts for the embedded broker")
+    assert "run `zync setup`" in result.stderr
+    assert " ".join(result.stderr.split()).count("error:") == 1
+    assert not (home / "dev" / stack.STATE_FILE).exists()
+
+
+def test_topics_survive_down_and_up(home: Path) -> None:
+    """The broker keeps its log dirs under $ZYNC_HOME/dev: `down` then `up` keeps topics."""
+    from confluent_kafka import Consumer, Producer
+
+    ports = processes.free_port(), processes.free_port()
+    assert runner.invoke(app, _up(*ports)).exit_code == 0
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{ports[0]}"})
+    producer.produce("kept", key=b"k", value=b"v1")
+    assert producer.flush(30) == 0
+    assert runner.invoke(app, ["down"]).exit_code == 0
+    assert (home / "dev" / "kafka-data").is_dir()
+    assert runner.invoke(app, _up(*ports)).exit_code == 0
+    consumer = Consumer(
+        {"bootstrap.servers": f"127.0.0.1:{ports[0]}", "group.id": "t", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["kept"])
+        message = None
+        deadline = time.monotonic() + 60
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error():
+                message = None
+        assert message is not None and message.value() == b"v1"
+    finally:
+        consumer.close()
 
 
 def test_unwritable_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,7 +262,7 @@ def test_unwritable_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_the_stack_outlives_the_command_that_started_it(home: Path) -> None:
     """Started by another process (not our children): found and stopped through /proc."""
-    ports = devstack.free_port(), devstack.free_port()
+    ports = processes.free_port(), processes.free_port()
     subprocess.run(
         [sys.executable, "-m", "zync_tui.commands.dev", *_up(*ports)],
         check=True,
@@ -241,8 +270,8 @@ def test_the_stack_outlives_the_command_that_started_it(home: Path) -> None:
         timeout=120,
     )
     pids = _pids(home)
-    assert all(s.healthy for s in devstack.status())
-    report = devstack.down()
+    assert all(s.healthy for s in stack.status())
+    report = stack.down()
     assert "stopped registry" in report.notes[0]
     assert not any(_alive(pid) for pid in pids.values())
 
@@ -254,12 +283,12 @@ def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
     try:
         assert child.stdout is not None
         assert child.stdout.readline()  # SIGTERM is ignored from now on
-        proc = devstack.Process("broker", child.pid, 0, tuple(argv), tmp_path / "log")
+        proc = processes.Process("broker", child.pid, 0, tuple(argv), tmp_path / "log")
         started = time.monotonic()
-        assert devstack.stop_process(proc, timeout=0.5) is True
+        assert processes.stop_process(proc, timeout=0.5) is True
         assert time.monotonic() - started >= 0.5
         assert child.wait(timeout=5) == -9
-        assert devstack.stop_process(proc) is False  # already gone: nothing to do
+        assert processes.stop_process(proc) is False  # already gone: nothing to do
     finally:
         if child.poll() is None:
             child.kill()
@@ -271,11 +300,14 @@ def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
 def test_session_helpers_start_and_stop(tmp_path: Path) -> None:
     from tests.stack import start_broker, start_registry
 
+    from engine.local.broker import broker_ready
+    from engine.local.registry import registry_ready
+
     broker = start_broker(tmp_path / "broker")
     registry = start_registry(tmp_path / "registry")
     try:
-        assert devstack.broker_ready(broker.address)
-        assert devstack.registry_ready(registry.url)
+        assert broker_ready(broker.address)
+        assert registry_ready(registry.url)
         assert registry.url == f"http://{registry.address}"
         assert (tmp_path / "registry" / "registry.db").exists()
     finally:

@@ -38,9 +38,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine import devstack
 from engine.config import load_kafka_profile
 from engine.kafka.clients import client_config
+from engine.local import processes
 from zync_tui.commands.kafka import make_app
 
 pytestmark = pytest.mark.integration
@@ -169,7 +169,7 @@ def _wait_port(port: int, timeout: float = 20.0) -> None:
 @contextlib.contextmanager
 def tansu(tmp: Path, *, advertised_port: int | None = None, authentication: bool = False):
     """A Tansu broker of our own (memory storage); yields its port. Stopped by PID."""
-    port = devstack.free_port()
+    port = processes.free_port()
     argv = devstack.broker_argv(devstack.broker_binary(), port)
     if advertised_port is not None:
         argv[argv.index("--advertised-listener-url") + 1] = f"tcp://{HOST}:{advertised_port}"
@@ -279,7 +279,7 @@ class TlsBroker:
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[TlsBroker]:
     tmp = tmp_path_factory.mktemp("tls-broker")
-    proxy_port = devstack.free_port()
+    proxy_port = processes.free_port()
     with tansu(tmp, advertised_port=proxy_port) as broker_port:
         wanted = os.environ.get("ZYNC_TEST_TLS_PROXY", "stunnel")  # "python" forces ours
         if wanted != "python" and (shutil.which("stunnel4") or shutil.which("stunnel")):

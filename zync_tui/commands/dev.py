@@ -10,14 +10,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from engine import devstack
-from engine.devstack import ComponentStatus, DevStackError
+from engine.errors import ZyncError
+from engine.local import stack
+from engine.local.stack import ComponentStatus
 
 app = typer.Typer(
     help=(
-        "Run a Kafka broker (Tansu, in memory) and a Schema Registry on 127.0.0.1 for "
-        "development. State, logs and the registry database live in ~/.zync/dev "
-        "($ZYNC_HOME/dev)."
+        "Run an Apache Kafka broker (KRaft) and a Schema Registry on 127.0.0.1 for "
+        "development. State, logs, the broker's topics and the registry database live in "
+        "~/.zync/dev ($ZYNC_HOME/dev) and survive `zync dev down`."
     ),
     no_args_is_help=True,
 )
@@ -70,15 +71,15 @@ def up(
     ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for each component to answer.")
-    ] = devstack.READY_TIMEOUT,
+    ] = stack.READY_TIMEOUT,
 ) -> None:
     """Start the broker and the registry (nothing happens for parts already running).
 
     Writes ~/.zync/kafka.json and ~/.zync/schema_registry.json unless they point at another cluster, which is kept as it is.
     """
     try:
-        report = devstack.up(broker_port, registry_port, timeout=timeout)
-    except DevStackError as exc:
+        report = stack.up(broker_port, registry_port, timeout=timeout)
+    except ZyncError as exc:
         raise _fail(exc) from None
     _notes(report.notes)
     _out.print(_table(report.components))
@@ -88,15 +89,15 @@ def up(
 def down(
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL.")
-    ] = devstack.STOP_TIMEOUT,
+    ] = stack.STOP_TIMEOUT,
 ) -> None:
-    """Stop the broker and the registry started by `zync dev up` (topics are lost).
+    """Stop the broker and the registry started by `zync dev up` (their data is kept).
 
     Removes the profiles `zync dev up` wrote, unless they were changed since.
     """
     try:
-        report = devstack.down(timeout=timeout)
-    except DevStackError as exc:
+        report = stack.down(timeout=timeout)
+    except ZyncError as exc:
         raise _fail(exc) from None
     _notes(report.notes)
 
@@ -110,8 +111,8 @@ def status(
     Exits with 1 when a component is not running or not healthy.
     """
     try:
-        components = devstack.status()
-    except DevStackError as exc:
+        components = stack.status()
+    except ZyncError as exc:
         raise _fail(exc) from None
     if as_json:
         typer.echo(json.dumps([c.to_json() for c in components], indent=2))
