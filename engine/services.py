@@ -2,7 +2,7 @@
 
 Three services make a pipeline out of one ETL configuration (:class:`Pipeline`):
 
-* :class:`FromKafkaService` — :class:`engine.from_kafka.Ingest` over the configuration's
+* :class:`FromKafkaService` — :class:`engine.ingest.loop.Ingest` over the configuration's
   ``inputs`` (Kafka topics → raw pools);
 * :class:`EtlService` — an :class:`engine.etl.EtlRunner` pass whenever a raw pool gets a
   new commit, at most every ``etl_interval`` seconds (raw → staging);
@@ -14,7 +14,7 @@ Every service runs in its own thread (:meth:`Service.start`), stops cleanly
 answers :meth:`Service.status` from any thread with a :class:`ServiceStatus` snapshot:
 ``state`` (``stopped``, ``starting``, ``running``, ``stopping``, ``failed``), the last
 commit, a recent rate, the last error, and ``detail``, the wrapped loop's own snapshot
-(:class:`engine.from_kafka.IngestStats`, the last :class:`engine.etl.PassResult`, a
+(:class:`engine.ingest.stats.IngestStats`, the last :class:`engine.etl.PassResult`, a
 tuple of :class:`engine.to_kafka.DeliveryStatus`).
 
 Listeners (``on_event``) receive a :class:`ServiceEvent` per thing that happened — a
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from engine.config import KafkaProfile, RegistryProfile
     from engine.etl.config import EtlConfig
     from engine.etl.run import EtlRunner, PassResult
-    from engine.from_kafka import Ingest, IngestOptions
+    from engine.ingest.loop import Ingest
+    from engine.ingest.options import IngestOptions
     from engine.lake.pools import Lake
     from engine.to_kafka import Delivery, DeliveryEvent, DeliveryStatus
 
@@ -292,7 +293,7 @@ class FromKafkaService(Service):
         on_commit: Callable[[Any], None] | None = None,
     ) -> None:
         super().__init__(on_event=on_event)
-        from engine.from_kafka import IngestInput, IngestOptions
+        from engine.ingest.options import IngestInput, IngestOptions
 
         self.inputs = [IngestInput(topic, pool) for topic, pool in inputs]
         self.lake = lake
@@ -307,7 +308,7 @@ class FromKafkaService(Service):
         return None if self.ingest is None else self.ingest.status()
 
     def _run(self, stop: threading.Event) -> None:
-        from engine.from_kafka import Ingest
+        from engine.ingest.loop import Ingest
 
         if not self._wait_for_topics(stop):
             return

@@ -20,14 +20,9 @@ from deltalake import DeltaTable
 from typer.testing import CliRunner
 
 from engine.config import KafkaProfile, RegistryProfile
-from engine.from_kafka import (
-    BadRecord,
-    Ingest,
-    IngestError,
-    IngestInput,
-    IngestOptions,
-    load_inputs,
-)
+from engine.ingest.errors import BadRecord, IngestError
+from engine.ingest.loop import Ingest
+from engine.ingest.options import IngestInput, IngestOptions, load_inputs
 from engine.kafka import avro, clients
 from engine.kafka.schemas import RegistrySchemas
 from engine.lake.pools import Lake

@@ -39,7 +39,7 @@ TIMEOUT = 240.0
 
 
 def _needs_workers_group() -> None:
-    from engine.from_kafka import IngestOptions
+    from engine.ingest.options import IngestOptions
 
     if "workers_group" not in {f.name for f in dataclasses.fields(IngestOptions)}:
         pytest.skip("from-kafka has no workers group yet (IngestOptions.workers_group)")

@@ -563,7 +563,8 @@ def from_kafka(
 
     Every partition (or, with --workers-group, this worker's share); resumes where the pool's Delta log says, after a crash too. One line per commit: pool, Delta version, records, dead letters and lag per topic. Spark runs only with --shaper.
     """
-    from engine.from_kafka import Ingest, IngestInput, IngestOptions, load_inputs
+    from engine.ingest.loop import Ingest
+    from engine.ingest.options import IngestInput, IngestOptions, load_inputs
     from engine.lake.shaper import Shaper
 
     with _errors():

@@ -1,0 +1,133 @@
+"""The consumer thread (the one calling :meth:`engine.ingest.loop.Ingest.run`): polls
+librdkafka, keeps only records of partitions it still owns, fills the pools' buffers and
+cuts batches (:mod:`engine.ingest.buffer`), and between polls applies skip-aheads,
+refreshes watermarks, flushes the workers group mirror, looks for new partitions, and
+exits after ``exit_after`` idle seconds. Stopped, it hands over what it holds."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from engine.ingest.buffer import Batch, Buffers
+from engine.kafka.clients import KafkaUnavailable
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message
+
+    from engine.ingest.assignment import Assignment
+    from engine.ingest.gc_pause import GcPause
+    from engine.ingest.options import IngestOptions
+    from engine.ingest.positions import Positions
+    from engine.ingest.stages import Stages
+    from engine.ingest.state import LoopState
+
+log = logging.getLogger("engine.from_kafka")
+
+#: How often the consumer refreshes cached watermarks (lag) and looks for new partitions.
+WATERMARK_EVERY = 1.0
+METADATA_EVERY = 30.0
+_POLL = 0.1
+
+
+class ConsumeLoop:
+    """The consumer thread's loop; :attr:`buffers` are its pools' buffers."""
+
+    def __init__(
+        self,
+        options: IngestOptions,
+        shared: LoopState,
+        positions: Positions,
+        stages: Stages,
+        gc: GcPause,
+        route: Mapping[str, str],
+    ) -> None:
+        self._options = options
+        self._shared = shared
+        self._positions = positions
+        self._stages = stages
+        self._gc = gc
+        self.buffers = Buffers(shared.pools, route, options, self._hand_over)
+
+    def run(self, consumer: Consumer, assignment: Assignment, stop: threading.Event) -> bool:
+        """Poll and cut batches until stopped (True) or idle for exit_after (True);
+        False when another thread failed."""
+        opts = self._options
+        shared = self._shared
+        positions = self._positions
+        buffers = self.buffers
+        stages = self._stages
+        in_group = positions.grouped
+        started = time.monotonic()
+        last_record = started
+        next_watermarks = started
+        next_metadata = started + METADATA_EVERY
+        want = min(opts.max_records, 50_000)
+        handed = stages.handed
+        while not stop.is_set():
+            if shared.error is not None:
+                return False
+            rebalances = positions.rebalances
+            messages = consumer.consume(want, _POLL)
+            now = time.monotonic()
+            if messages:
+                good = [m for m in messages if m.error() is None]
+                if len(good) != len(messages):
+                    self._message_errors([m for m in messages if m.error() is not None])
+                if in_group and positions.rebalances != rebalances:
+                    # partitions moved during this call: keep only what is still ours
+                    owned = positions.owned_now()
+                    good = [m for m in good if (m.topic(), m.partition()) in owned]
+                if good:
+                    last_record = now
+                    with shared.lock:
+                        shared.consumed += len(good)
+                        shared.last_record_at = now
+                    buffers.add(good, now)
+            if in_group and (positions.rebalances != rebalances or not positions.rebalances):
+                # joining the group or taking partitions over is not idleness: exit_after
+                # counts from the latest rebalance
+                last_record = max(last_record, now)
+            buffers.cut_due(now)
+            if positions.seeks:
+                positions.apply_seeks(consumer)
+            if now >= next_watermarks or stages.handed != handed:
+                # fresh before a batch is committed, so its commit reports a current lag
+                handed = stages.handed
+                assignment.read_watermarks(consumer)
+                next_watermarks = now + WATERMARK_EVERY
+            if in_group:
+                assignment.flush_mirror(consumer)
+            if now >= next_metadata:
+                if not in_group:  # a subscription picks new partitions up by itself
+                    assignment.new_partitions(consumer)
+                next_metadata = now + METADATA_EVERY
+                self._gc.when_idle()
+            if (
+                opts.exit_after is not None
+                and now - last_record >= opts.exit_after
+                and not buffers.holding()
+                and stages.inflight == 0
+            ):
+                shared.note(f"idle for {opts.exit_after:g}s: exiting")
+                return True
+        for buffer in buffers.holding():  # stopped: commit what we hold
+            if shared.error is None:
+                buffers.cut(buffer)
+        return True
+
+    def _hand_over(self, pool: str, messages: list[Message]) -> None:
+        self._stages.hand_over(Batch(pool, messages, self._positions.rebalances))
+
+    def _message_errors(self, messages: list[Message]) -> None:
+        for m in messages:
+            error = m.error()
+            if error is None:
+                continue
+            if error.fatal():
+                raise KafkaUnavailable(f"Kafka reported a fatal error: {error.str()}")
+            self._shared.note(f"{m.topic()}[{m.partition()}]: {error.str()}")
+            log.warning("consumer error on %s[%s]: %s", m.topic(), m.partition(), error.str())

@@ -1,0 +1,183 @@
+"""Decoding a batch's keys or values, per topic and part: the format (fixed, or sniffed
+from the first records and kept for the run), the Avro fast path for a batch written with
+one schema (one vectorised call), Kafka Connect JSON and JSON (a plain-text key kept as a
+JSON string), each record as JSON text or a :class:`DecodeError`, and the batch's Spark
+type (cached per Avro schema id or Connect schema)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine.config import RegistryProfile, load_registry_profile
+from engine.kafka import connect_json, json_format
+from engine.kafka.formats import DecodeError, Format, RecordDecoder, SchemaLookup
+from engine.kafka.schemas import RegistrySchemas
+from engine.kafka.types import (
+    avro_to_spark,
+    connect_to_spark,
+    json_value_to_spark,
+    merge_spark_types,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType
+
+#: Records whose JSON values are sampled per topic batch to infer a JSON topic's type.
+JSON_TYPE_SAMPLES = 256
+_AUTO_SAMPLE = 200
+
+#: Per record of a batch: its JSON text, None (a tombstone) or why it cannot be decoded.
+Texts = list[str | None | DecodeError]
+
+
+def _sniff(datas: Sequence[bytes | None]) -> Format | None:
+    """The format most of the first records look like (None: only tombstones seen)."""
+    votes: Counter[Format] = Counter()
+    for data in datas:
+        if data is None or not len(data):
+            continue
+        if data[0] == 0 and len(data) >= 5:
+            votes[Format.AVRO] += 1
+        elif data.lstrip()[:1] == b"{" and b'"payload"' in data and b'"schema"' in data:
+            votes[Format.CONNECT_JSON] += 1
+        else:
+            votes[Format.JSON] += 1
+        if sum(votes.values()) >= _AUTO_SAMPLE:
+            break
+    return votes.most_common(1)[0][0] if votes else None
+
+
+class RegistryLookup:
+    """The Schema Registry lookup for Avro topics, made when the first Avro record shows
+    up (``profile`` None: the zync home's registry profile) and kept for the loop's life."""
+
+    def __init__(self, profile: RegistryProfile | None) -> None:
+        self._profile = profile
+        self._lookup: RegistrySchemas | None = None
+
+    def __call__(self) -> SchemaLookup:
+        if self._lookup is None:
+            self._lookup = RegistrySchemas(self._profile or load_registry_profile())
+        return self._lookup
+
+
+class PartDecoder:
+    """Decodes the keys or the values of one topic, and knows their Spark type."""
+
+    def __init__(self, topic: str, part: str, fmt: str, lookup: Callable[[], SchemaLookup]) -> None:
+        self.topic = topic
+        self.part = part
+        self.fixed = None if fmt == "auto" else Format.parse(fmt)
+        self.format: Format | None = self.fixed
+        self._lookup = lookup
+        self._decoder: RecordDecoder | None = None
+        self._types: dict[int | bytes, DataType] = {}  # schema id / connect schema text
+
+    def decoder(self, datas: Sequence[bytes | None]) -> RecordDecoder:
+        if self.format is None:
+            self.format = _sniff(datas)
+            if self.format is None:  # tombstones only so far: any decoder reads them
+                return RecordDecoder(Format.JSON)
+        if self._decoder is None:
+            lookup = self._lookup() if self.format is Format.AVRO else None
+            self._decoder = RecordDecoder(self.format, lookup)
+        return self._decoder
+
+    def decode(self, datas: Sequence[bytes | None]) -> tuple[Texts, DataType | None]:
+        """Per record: JSON text, None (null) or a DecodeError; and the batch's Spark type."""
+        decoder = self.decoder(datas)
+        fmt = decoder.format
+        if fmt is Format.AVRO:
+            texts = None
+            try:  # the 5-byte Confluent headers (magic byte, schema id) of the batch
+                headers = {d[:5] for d in datas}  # type: ignore[index]
+                texts = self._avro_one_schema(decoder, datas, headers)
+            except TypeError:  # tombstones in the batch
+                headers = {d[:5] for d in datas if d is not None}
+            if texts is None:
+                texts = decoder.decode_batch_json(datas)
+            return texts, self._avro_type(decoder, headers)
+        if fmt is Format.CONNECT_JSON:
+            texts = decoder.decode_batch_json(datas)
+            return texts, self._connect_type(datas, texts)
+        return self._json(datas)
+
+    @staticmethod
+    def _avro_one_schema(
+        decoder: RecordDecoder, datas: Sequence[bytes | None], headers: set[bytes]
+    ) -> Texts | None:
+        """The common case, fast: every record written with one schema and no tombstone
+        (one vectorised batch, none of the per-record splitting). None: not the case."""
+        if len(headers) != 1:
+            return None
+        header = next(iter(headers))
+        if len(header) != 5 or header[0] != 0:
+            return None
+        try:
+            schema = decoder.avro_schema(int.from_bytes(header[1:5], "big"))
+        except DecodeError:
+            return None  # the general path makes the dead letters
+        batch = schema.decode_batch_to_json([d[5:] for d in datas])  # type: ignore[index]
+        texts: Texts = list(batch.texts)
+        for j, error in batch.errors:
+            texts[j] = error
+        return texts
+
+    def _avro_type(self, decoder: RecordDecoder, headers: set[bytes]) -> DataType | None:
+        merged = None
+        for raw in sorted(h[1:5] for h in headers if len(h) == 5 and h[0] == 0):
+            schema_id = int.from_bytes(raw, "big")
+            spark_type = self._types.get(schema_id)
+            if spark_type is None:
+                try:  # cached by the decoder; an unknown id made dead letters already
+                    spark_type = avro_to_spark(decoder.avro_schema(schema_id).schema)
+                except DecodeError:
+                    continue
+                self._types[schema_id] = spark_type
+            merged = spark_type if merged is None else merge_spark_types(merged, spark_type)
+        return merged
+
+    def _connect_type(self, datas: Sequence[bytes | None], texts: Texts) -> DataType | None:
+        merged = None
+        seen: set[bytes] = set()
+        for data, text in zip(datas, texts, strict=True):
+            if data is None or isinstance(text, DecodeError):
+                continue
+            # JsonConverter writes the schema first: the bytes before "payload" name it
+            cut = data.rfind(b'"payload"')
+            head = bytes(data[:cut]) if cut > 0 else bytes(data)
+            if head in seen:
+                continue
+            seen.add(head)
+            spark_type = self._types.get(head)
+            if spark_type is None:
+                spark_type = connect_to_spark(connect_json.decode(data).schema)
+                self._types[head] = spark_type
+            merged = spark_type if merged is None else merge_spark_types(merged, spark_type)
+        return merged
+
+    def _json(self, datas: Sequence[bytes | None]) -> tuple[Texts, DataType | None]:
+        out: Texts = [None] * len(datas)
+        samples: list[Any] = []  # decoded JSON values
+        step = max(1, len(datas) // JSON_TYPE_SAMPLES)
+        for i, data in enumerate(datas):
+            if data is None:
+                continue
+            try:
+                value = json_format.decode(data)
+            except DecodeError as exc:
+                if self.part == "key":
+                    try:  # a plain-text key: keep it as a JSON string
+                        value = bytes(data).decode("utf-8")
+                    except UnicodeDecodeError:
+                        out[i] = exc
+                        continue
+                else:
+                    out[i] = exc
+                    continue
+            out[i] = json_format.dumps(value)
+            if i % step == 0 and len(samples) < JSON_TYPE_SAMPLES:
+                samples.append(value)
+        return out, (json_value_to_spark(samples) if samples else None)

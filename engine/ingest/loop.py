@@ -1,0 +1,228 @@
+"""The from-kafka loop, :class:`Ingest`: checks its inputs, opens the pools, and composes
+per run the parts of :mod:`engine.ingest` — the consumer thread
+(:mod:`~engine.ingest.consume`), the decoder and writer threads
+(:mod:`~engine.ingest.stages`), the partitions' positions and assignment, the group
+mirrors — and the service API (start, stop, join, status) ``zync run`` and the console
+use."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from engine.config import load_spark_settings
+from engine.ingest.assignment import Assignment
+from engine.ingest.consume import ConsumeLoop
+from engine.ingest.decode import PartDecoder, RegistryLookup
+from engine.ingest.errors import IngestError
+from engine.ingest.gc_pause import GcPause
+from engine.ingest.options import IngestInput, IngestOptions, default_group
+from engine.ingest.positions import Positions
+from engine.ingest.prepare import Preparer
+from engine.ingest.stages import Stages
+from engine.ingest.state import LoopState, PoolState
+from engine.ingest.write import Writer
+from engine.lake.maintenance import Upkeep
+from engine.lake.shaper import Shaper
+from engine.spark import get_spark
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+    from pyspark.sql import SparkSession
+
+    from engine.config import KafkaProfile, RegistryProfile
+    from engine.ingest.stats import CommitInfo, IngestStats
+    from engine.lake.pools import Lake
+
+
+class Ingest:
+    """from-kafka for a set of topic → pool inputs (see :mod:`engine.ingest`).
+
+    ``registry``: a :class:`RegistryProfile` for Avro topics (``None``: loaded from the
+    zync home when the first Avro record shows up). ``spark``: a SparkSession or a
+    factory of one, needed only with a shaper.
+
+    Use :meth:`run` (blocking) or :meth:`start`/:meth:`stop`/:meth:`status`/:meth:`join`
+    (a service in a background thread, as ``zync run`` and the console do).
+    """
+
+    name = "from-kafka"
+
+    def __init__(
+        self,
+        inputs: Iterable[IngestInput],
+        *,
+        lake: Lake,
+        kafka: KafkaProfile,
+        registry: RegistryProfile | None = None,
+        options: IngestOptions | None = None,
+        spark: SparkSession | Callable[[], SparkSession] | None = None,
+    ) -> None:
+        self.inputs = list(inputs)
+        if not self.inputs:
+            raise IngestError("nothing to ingest: give at least one topic and pool")
+        seen: dict[str, str] = {}
+        for item in self.inputs:
+            if item.topic in seen and seen[item.topic] != item.pool:
+                raise IngestError(
+                    f"topic {item.topic!r} is an input of two pools ({seen[item.topic]}, "
+                    f"{item.pool}): run one from-kafka per pool for it"
+                )
+            seen[item.topic] = item.pool
+        self.inputs = [IngestInput(t, p) for t, p in seen.items()]
+        self.lake = lake
+        self.kafka = kafka
+        self.options = options or IngestOptions()
+        self._lookup = RegistryLookup(registry)
+        self._spark = spark
+        self._shaper: Shaper | None = None
+        if self.options.shaper is not None:
+            self._shaper = Shaper(self.options.shaper, source=self.options.shaper_source)
+        self._shared = LoopState()
+        self._route: dict[str, str] = {}  # topic -> pool
+        self._decoders: dict[tuple[str, str], PartDecoder] = {}
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- service API --------------------------------------------------------------------
+
+    def start(self, on_commit: Callable[[CommitInfo], None] | None = None) -> None:
+        """Run in a background thread; :meth:`status` tells how it goes."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop = threading.Event()
+
+        def target() -> None:
+            with contextlib.suppress(BaseException):  # kept in the status
+                self.run(self._stop, on_commit=on_commit)
+
+        self._shared.set_state("starting")
+        self._thread = threading.Thread(target=target, name="zync-from-kafka", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Ask the loop to commit what it holds and stop; waits up to ``timeout``."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._shared.state in ("starting", "running", "stopping")
+
+    def status(self) -> IngestStats:
+        """A consistent snapshot of the loop (cheap; safe from any thread)."""
+        return self._shared.snapshot()
+
+    stats = status
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        on_commit: Callable[[CommitInfo], None] | None = None,
+    ) -> IngestStats:
+        """Ingest until ``stop`` is set, ``exit_after`` seconds pass without a record, or
+        something fails (raised: :class:`IngestError`, :class:`BadRecord`,
+        ``KafkaUnavailable``, ...). A stop commits what was consumed first.
+
+        ``on_commit`` is called from the committer thread after each commit.
+        """
+        stop = stop or threading.Event()
+        shared = self._shared
+        shared.begin()
+        grouped = self.options.workers_group is not None
+        gc = GcPause(self.options.pause_gc)
+        client: Consumer | None = None
+        assignment: Assignment | None = None
+        stages: Stages | None = None
+        graceful = False
+        try:
+            self._open_pools()
+            if self._shaper is not None:
+                self._shaper.check_syntax(self._get_spark())
+            positions = Positions(shared, grouped)
+            preparer = Preparer(shared, self.options, self._decoders, self._shaper, self._get_spark)
+            writer = Writer(shared, positions, self.kafka, gc, on_commit)
+            stages = Stages(shared, preparer.prepare, writer.write)
+            consume = ConsumeLoop(self.options, shared, positions, stages, gc, self._route)
+            assignment = Assignment(
+                self.inputs,
+                kafka=self.kafka,
+                options=self.options,
+                shared=shared,
+                positions=positions,
+                route=self._route,
+                drop=consume.buffers.drop,
+            )
+            client = assignment.connect()
+            stages.start()
+            shared.set_state("running")
+            # batches are millions of short-lived objects: collect between commits
+            gc.pause()
+            graceful = consume.run(client, assignment, stop)
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the clean-up
+            shared.fail(exc)
+        finally:
+            shared.set_state("stopping", when="running")
+            if stages is not None and stages.started:
+                stages.finish(graceful)
+            gc.resume()
+            if client is not None and assignment is not None:
+                if grouped and graceful:
+                    assignment.flush_mirror(client, final=True)
+                with contextlib.suppress(Exception):
+                    client.close()  # a workers group: leaves it (the others rebalance)
+            for mirror in set(shared.mirrors.values()):
+                mirror.close()
+            shared.end()
+        if shared.error is not None:
+            raise shared.error
+        return self.status()
+
+    def _open_pools(self) -> None:
+        by_pool: dict[str, list[str]] = {}
+        for item in self.inputs:
+            by_pool.setdefault(item.pool, []).append(item.topic)
+            self._route[item.topic] = item.pool
+        for name, topics in by_pool.items():
+            if self.options.create_pools:
+                pool = self.lake.create_pool(name, exist_ok=True)
+            else:
+                pool = self.lake.open_pool(name)
+            if pool.kind != "raw":
+                raise IngestError(
+                    f"pool {name!r} is a {pool.kind} pool: from-kafka writes raw pools"
+                )
+            group = self.options.group
+            if group is None:
+                group = self.options.workers_group or default_group(name)
+            upkeep = Upkeep(
+                checkpoint_every=self.options.checkpoint_every,
+                compact_small_files=self.options.compact_small_files,
+            )
+            state = PoolState(pool, topics, group or None, upkeep)
+            with self._shared.lock:
+                self._shared.pools[name] = state
+            for topic in topics:
+                for part, fmt in (
+                    ("key", self.options.key_format),
+                    ("value", self.options.value_format),
+                ):
+                    self._decoders[(topic, part)] = PartDecoder(topic, part, fmt, self._lookup)
+
+    def _get_spark(self) -> SparkSession:
+        spark = self._spark
+        if spark is None:
+            spark = get_spark(load_spark_settings())
+        elif callable(spark) and not hasattr(spark, "sql"):
+            spark = spark()
+        self._spark = spark
+        return spark  # type: ignore[return-value]

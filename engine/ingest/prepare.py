@@ -1,0 +1,205 @@
+"""A batch of consumed messages made into pool rows, in the decoder thread: the Kafka
+coordinates, keys and values decoded per topic (:mod:`engine.ingest.decode`), the topics'
+Spark types, the optional shaper, dead letters in place, and the last offset per
+partition the commit records (:class:`Prepared`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.ingest.dead_letters import DECODE_STAGE, Bad, refuse, with_dead_letters
+from engine.ingest.decode import Texts
+from engine.kafka.formats import DecodeError
+from engine.lake.envelope import KAFKA_TYPE, ROW_SCHEMA, record_rows
+from engine.lake.pools import TopicTypes
+from engine.lake.shaper import STAGE
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from engine.ingest.buffer import Batch
+    from engine.ingest.decode import PartDecoder
+    from engine.ingest.options import IngestOptions
+    from engine.ingest.state import LoopState
+    from engine.lake.shaper import Shaper
+
+
+@dataclass
+class Prepared:
+    """A batch decoded and shaped, ready for its commit."""
+
+    pool: str
+    rows: pa.Table
+    positions: dict[tuple[str, int], int]
+    wanted: dict[str, TopicTypes]
+    dead: int
+    started: float
+    timings: dict[str, float]
+    generation: int = 0
+
+
+class Preparer:
+    """Makes batches into rows; ``decoders``: per (topic, "key"|"value")."""
+
+    def __init__(
+        self,
+        shared: LoopState,
+        options: IngestOptions,
+        decoders: Mapping[tuple[str, str], PartDecoder],
+        shaper: Shaper | None,
+        spark: Callable[[], SparkSession],
+    ) -> None:
+        self._shared = shared
+        self._options = options
+        self._decoders = decoders
+        self._shaper = shaper
+        self._spark = spark
+
+    def prepare(self, batch: Batch) -> Prepared:
+        started = time.monotonic()
+        batch_pool = batch.pool
+        generation = batch.generation
+        state = self._shared.pools[batch_pool]
+        messages = batch.messages
+        n = len(messages)
+        by_topic: Mapping[str, Sequence[int]]
+        if len(state.topics) == 1:
+            topic_of = [state.topics[0]] * n
+            by_topic = {state.topics[0]: range(n)}
+        else:
+            topic_of = cast("list[str]", [m.topic() for m in messages])
+            groups: dict[str, list[int]] = {}
+            for i, t in enumerate(topic_of):
+                groups.setdefault(t, []).append(i)
+            by_topic = groups
+        partitions = cast("list[int]", [m.partition() for m in messages])
+        offsets = cast("list[int]", [m.offset() for m in messages])
+        millis = [m.timestamp()[1] for m in messages]  # -1: the broker gave none
+        keys = [m.key() for m in messages]
+        values = [m.value() for m in messages]
+        del messages, batch
+        timings = {"extract": time.monotonic() - started}
+
+        key_text: Texts = [None] * n
+        value_text: Texts = [None] * n
+        bad: Bad = {}  # row -> (stage, error)
+        wanted: dict[str, TopicTypes] = {}
+        for topic, rows in by_topic.items():
+            whole = len(rows) == n
+            tkeys = keys if whole else [keys[i] for i in rows]
+            tvalues = values if whole else [values[i] for i in rows]
+            ktexts, ktype = self._decoders[(topic, "key")].decode(tkeys)
+            vtexts, vtype = self._decoders[(topic, "value")].decode(tvalues)
+            failed = [j for j, v in enumerate(vtexts) if isinstance(v, DecodeError)]
+            failed += [j for j, k in enumerate(ktexts) if isinstance(k, DecodeError)]
+            for j in failed:
+                i = rows[j]
+                if i not in bad:
+                    v, k = vtexts[j], ktexts[j]
+                    part, error = ("value", v) if isinstance(v, DecodeError) else ("key", k)
+                    bad[i] = (DECODE_STAGE, f"{part}: {error}")
+                ktexts[j] = vtexts[j] = None
+            if whole:
+                key_text, value_text = ktexts, vtexts
+            else:
+                for j, i in enumerate(rows):
+                    key_text[i] = ktexts[j]
+                    value_text[i] = vtexts[j]
+            wanted[topic] = TopicTypes(
+                key=ktype.json() if ktype is not None else None,
+                value=vtype.json() if vtype is not None else None,
+            )
+        if bad and self._options.on_error == "fail":
+            refuse(self._shared, state, bad, topic_of, partitions, offsets)
+        timings["decode"] = time.monotonic() - started - sum(timings.values())
+
+        ms = pa.array(millis, pa.int64())
+        micros = pc.if_else(pc.less(ms, 0), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000))
+        if len(by_topic) == 1:
+            topics = pa.repeat(pa.scalar(topic_of[0], pa.string()), n)
+        else:
+            topics = pa.array(topic_of, pa.string())
+        part_arr = pa.array(partitions, pa.int32())
+        off_arr = pa.array(offsets, pa.int64())
+        kafka = pa.StructArray.from_arrays(
+            [topics, part_arr, off_arr, micros.cast(KAFKA_TYPE.field("timestamp").type)],
+            fields=list(KAFKA_TYPE),
+        )
+        rows_table = record_rows(kafka, key_text, value_text)
+        del key_text, value_text
+        order: list[int] | None = None
+        if self._shaper is not None:
+            rows_table, order, wanted = self._shape(rows_table, bad, by_topic, wanted)
+            if bad and self._options.on_error == "fail":
+                refuse(self._shared, state, bad, topic_of, partitions, offsets)
+        if bad or order is not None:
+            rows_table = with_dead_letters(rows_table, order, kafka, bad, keys, values)
+
+        positions = batch_positions(topics, part_arr, off_arr)
+        timings["build"] = time.monotonic() - started - sum(timings.values())
+        return Prepared(
+            batch_pool, rows_table, positions, wanted, len(bad), started, timings, generation
+        )
+
+    def _shape(
+        self,
+        rows_table: pa.Table,
+        bad: Bad,
+        by_topic: Mapping[str, Sequence[int]],
+        wanted: dict[str, TopicTypes],
+    ) -> tuple[pa.Table, list[int], dict[str, TopicTypes]]:
+        """The shaped good rows, the batch row each came from, and the output types."""
+        # deferred: pyspark is heavy, and only a shaper needs it
+        from pyspark.sql.types import _parse_datatype_json_string
+
+        assert self._shaper is not None
+        spark = self._spark()
+        pieces: list[pa.Table] = []
+        order: list[int] = []
+        shaped_types: dict[str, TopicTypes] = {}
+        for topic, rows in by_topic.items():
+            good = [i for i in rows if i not in bad]
+            if not good:
+                continue
+            types = wanted.get(topic) or TopicTypes()
+            key_type = _parse_datatype_json_string(types.key) if types.key else None
+            value_type = _parse_datatype_json_string(types.value) if types.value else None
+            result = self._shaper.apply(
+                spark, rows_table.take(pa.array(good, pa.int64())), key_type, value_type
+            )
+            for j, error in result.failures:
+                bad[good[j]] = (STAGE, error)
+            pieces.append(result.rows)
+            order.extend(good[j] for j in result.index)
+            shaped_types[topic] = TopicTypes(
+                key=result.key_type.json() if result.key_type is not None else None,
+                value=result.value_type.json() if result.value_type is not None else None,
+            )
+        table = pa.concat_tables(pieces) if pieces else ROW_SCHEMA.empty_table()
+        return table, order, shaped_types
+
+
+def batch_positions(
+    topics: pa.Array, partitions: pa.Array, offsets: pa.Array
+) -> dict[tuple[str, int], int]:
+    """The last offset per (topic, partition) of a batch."""
+    agg = (
+        pa.table({"t": topics, "p": partitions, "o": offsets})
+        .group_by(["t", "p"])
+        .aggregate([("o", "max")])
+    )
+    return {
+        (t, p): o
+        for t, p, o in zip(
+            agg.column("t").to_pylist(),
+            agg.column("p").to_pylist(),
+            agg.column("o_max").to_pylist(),
+            strict=True,
+        )
+    }

@@ -1,0 +1,135 @@
+"""What a running from-kafka reports: a snapshot of the loop (:class:`IngestStats`, polled
+by the console and ``zync run``), per pool and per partition, and one
+:class:`CommitInfo` per commit for ``on_commit``. All frozen: safe to hand to any thread."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+def _total(lags: Sequence[int | None]) -> int | None:
+    """The sum of lags; None when there are none or one is unknown."""
+    known = [lag for lag in lags if lag is not None]
+    return None if not lags or len(known) != len(lags) else sum(known)
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """One input partition: what the pool holds and what Kafka says it has."""
+
+    topic: str
+    partition: int
+    lake_offset: int | None
+    low: int | None = None
+    high: int | None = None
+
+    @property
+    def lag(self) -> int | None:
+        """Records in Kafka after the pool's position (never negative; None: unknown).
+
+        From the high watermark, which Tansu can report behind the log's end: a lag of 0
+        there means "probably caught up", never a position."""
+        if self.high is None:
+            return None
+        done = self.lake_offset + 1 if self.lake_offset is not None else (self.low or 0)
+        return max(0, self.high - done)
+
+
+@dataclass(frozen=True)
+class CommitRef:
+    """The last commit of a loop (for the console's loop table)."""
+
+    pool: str
+    version: int
+    at: float
+    records: int
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """One pool of a running ingest. Counts are since the ingest started."""
+
+    pool: str
+    topics: tuple[str, ...]
+    version: int | None = None
+    records: int = 0
+    dead_letters: int = 0
+    skipped: int = 0
+    commits: int = 0
+    last_commit_at: float | None = None
+    last_commit_records: int = 0
+    rate: float = 0.0
+    group: str | None = None
+    group_error: str | None = None
+    partitions: tuple[PartitionStats, ...] = ()
+
+    @property
+    def lag(self) -> int | None:
+        return _total([p.lag for p in self.partitions])
+
+    def topic_lag(self) -> dict[str, int | None]:
+        out: dict[str, int | None] = {}
+        for p in self.partitions:
+            lag = p.lag
+            if p.topic not in out:
+                out[p.topic] = lag
+            else:
+                prev = out[p.topic]
+                out[p.topic] = None if prev is None or lag is None else prev + lag
+        return out
+
+
+@dataclass(frozen=True)
+class IngestStats:
+    """A snapshot of an :class:`~engine.ingest.loop.Ingest` (``state``: idle, starting,
+    running, stopping, stopped or failed)."""
+
+    state: str
+    pools: tuple[PoolStats, ...] = ()
+    started_at: float | None = None
+    consumed: int = 0
+    last_commit: CommitRef | None = None
+    rate: float = 0.0
+    error: str | None = None
+    idle_seconds: float | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.pools)
+
+    @property
+    def dead_letters(self) -> int:
+        return sum(p.dead_letters for p in self.pools)
+
+    @property
+    def lag(self) -> int | None:
+        return _total([p.lag for p in self.pools])
+
+    def pool(self, name: str) -> PoolStats | None:
+        return next((p for p in self.pools if p.pool == name), None)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One commit of one pool, as ``on_commit`` receives it (from the committer thread).
+
+    ``seconds``: the batch's time in the committer; ``timings``: its parts (extract,
+    decode, build, commit — the commit includes recording types and re-planning).
+    """
+
+    pool: str
+    version: int
+    records: int
+    dead_letters: int
+    skipped: int
+    positions: Mapping[tuple[str, int], int]
+    seconds: float
+    timings: Mapping[str, float]
+    upkeep: tuple[str, ...]
+    stats: IngestStats
+
+    def topic_lag(self) -> dict[str, int | None]:
+        pool = self.stats.pool(self.pool)
+        return pool.topic_lag() if pool else {}
