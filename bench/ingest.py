@@ -165,8 +165,9 @@ def main() -> None:
     n = args.records
 
     from engine import devstack
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.kafka.schemas import RegistrySchemas
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
     from tests.fixtures import debezium as dbz
 
     with tempfile.TemporaryDirectory(prefix="zync-bench-") as tmp:

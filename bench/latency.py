@@ -245,8 +245,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from engine import devstack
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
     with tempfile.TemporaryDirectory(prefix="zync-bench-") as tmp:
         root = Path(tmp)

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import ZyncError
 
 if TYPE_CHECKING:
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 #: The scenario's files (a source checkout or an editable install).
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo" / "invoices"
@@ -137,8 +138,8 @@ class Demo:
     @property
     def lake(self) -> Lake:
         if self._lake is None:
-            from engine.config import zync_home
             from engine.lake.pools import Lake
+            from engine.settings.home import zync_home
 
             root = self._lake_root or (self.home or zync_home()) / "demo" / "lake"
             self._lake = Lake(root)
@@ -149,10 +150,11 @@ class Demo:
     def prepare(self) -> list[str]:
         """Start the stack (if asked), load profiles, register schemas, create topics and
         pools. Idempotent; resumes after batches a running broker already holds."""
-        from engine import config as profiles
         from engine.etl.config import load_config
         from engine.kafka.clients import ensure_topic
         from engine.lake.pools import RAW, STAGING
+        from engine.settings.kafka import load_kafka_profile
+        from engine.settings.registry import load_registry_profile
 
         notes: list[str] = []
         if not self.config_path.exists():
@@ -164,8 +166,8 @@ class Demo:
 
                 report = devstack.up(home=self.home)
                 notes.extend(report.notes)
-            self.kafka = self.kafka or profiles.load_kafka_profile(home=self.home)
-            self.registry = self.registry or profiles.load_registry_profile(home=self.home)
+            self.kafka = self.kafka or load_kafka_profile(home=self.home)
+            self.registry = self.registry or load_registry_profile(home=self.home)
         held = 0
         for endpoint in config.inputs:
             ensure_topic(self.kafka, endpoint.topic)
@@ -384,7 +386,7 @@ def make_pipeline(demo: Demo, **kwargs: Any) -> Any:
 
 
 def _spark(master: str | None) -> Any:
-    from engine.config import load_spark_settings
+    from engine.settings.spark import load_spark_settings
     from engine.spark import get_spark
 
     return get_spark(load_spark_settings(master))

@@ -53,17 +53,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from engine.config import (
-    KAFKA_ENV_PREFIX,
-    KAFKA_FILE,
-    REGISTRY_ENV_PREFIX,
-    REGISTRY_FILE,
-    ConfigError,
-    read_json_object,
-    write_private_json,
-    zync_home,
-)
 from engine.errors import ZyncError
+from engine.settings.errors import ConfigError
+from engine.settings.files import read_json_object, write_private_json
+from engine.settings.home import zync_home
+from engine.settings.kafka import KAFKA_ENV_PREFIX, KAFKA_FILE
+from engine.settings.registry import REGISTRY_ENV_PREFIX, REGISTRY_FILE
 
 HOST: Final = "127.0.0.1"
 BROKER: Final = "broker"

@@ -82,8 +82,9 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
     from pyspark.sql import SparkSession
 
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.shaper import Shaper
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 log = logging.getLogger("engine.from_kafka")
 
@@ -1036,8 +1037,8 @@ class Ingest:
 
     def _registry_lookup(self) -> Any:
         if self._lookup is None:
-            from engine.config import load_registry_profile
             from engine.kafka.schemas import RegistrySchemas
+            from engine.settings.registry import load_registry_profile
 
             profile = self._registry_profile or load_registry_profile()
             self._lookup = RegistrySchemas(profile)
@@ -1046,7 +1047,7 @@ class Ingest:
     def _get_spark(self) -> SparkSession:
         spark = self._spark
         if spark is None:
-            from engine.config import load_spark_settings
+            from engine.settings.spark import load_spark_settings
             from engine.spark import get_spark
 
             spark = get_spark(load_spark_settings())

@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.etl.config import EtlConfig
     from engine.lake.pools import Lake, Pool
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 #: How long a snapshot waits for Kafka or the registry before saying it is unreachable.
 PROBE_TIMEOUT = 3.0

@@ -26,6 +26,7 @@ Nothing here prints, and nothing happens at import time.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -39,11 +40,12 @@ from engine.errors import ZyncError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.etl.config import EtlConfig
     from engine.etl.run import EtlRunner, PassResult
     from engine.from_kafka import Ingest, IngestOptions
     from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
     from engine.to_kafka import Delivery, DeliveryEvent, DeliveryStatus
 
 STOPPED = "stopped"
@@ -119,7 +121,7 @@ def _spark_factory(spark: Any) -> Callable[[], SparkSession]:
     if spark is None:
 
         def default() -> SparkSession:
-            from engine.config import load_spark_settings
+            from engine.settings.spark import load_spark_settings
             from engine.spark import get_spark
 
             return get_spark(load_spark_settings())
@@ -250,10 +252,8 @@ class Service:
     def _event(self, kind: str, message: str) -> None:
         event = ServiceEvent(self.name, kind, message, time.time())
         for listener in list(self._listeners):
-            try:
+            with contextlib.suppress(Exception):  # a listener never stops a loop
                 listener(event)
-            except Exception:  # noqa: BLE001, S110 - a listener never stops a loop
-                pass
 
     def _main(self) -> None:
         self._event("started", "started")
@@ -598,8 +598,10 @@ class Pipeline:
         create_pools: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
-        from engine.config import NotConfiguredError, load_kafka_profile, load_registry_profile
         from engine.etl.config import load_config
+        from engine.settings.errors import NotConfiguredError
+        from engine.settings.kafka import load_kafka_profile
+        from engine.settings.registry import load_registry_profile
 
         self.config_path = Path(config_path)
         self.config = load_config(self.config_path)

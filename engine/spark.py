@@ -33,18 +33,19 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from engine.errors import ZyncError
+from engine.settings.home import zync_home
+from engine.settings.spark import SparkSettings, load_spark_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SUPPORTED_JAVA = (17, 21)
-DEFAULT_MASTER = "local[*]"
 
 
 _INSTALL_HINT = (
@@ -68,19 +69,6 @@ class SparkMasterError(ZyncError):
 class Java:
     home: Path
     version: int
-
-
-@dataclass(frozen=True)
-class SparkSettings:
-    """Where Spark runs and with what extra configuration.
-
-    ``master`` is ``local[*]`` by default, or a cluster URL such as ``spark://host:7077``.
-    ``conf`` is passed to the session builder as is and wins over zync's defaults.
-    """
-
-    master: str = DEFAULT_MASTER
-    conf: dict[str, str] = field(default_factory=dict)
-    app_name: str = "zync"
 
 
 def _java_major(java_bin: Path) -> int | None:
@@ -217,20 +205,18 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
 def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     """The process's SparkSession, started on first call.
 
-    Without ``settings`` they come from :func:`engine.config.load_spark_settings`
+    Without ``settings`` they come from :func:`engine.settings.spark.load_spark_settings`
     (``spark.json`` < ``$ZYNC_SPARK_MASTER``), so every caller honours the configured
     master. A later call with different settings gets the running session unchanged:
     one long-lived session per process (DESIGN.md, decision 2). Raises
     :class:`JavaNotFoundError`, :class:`SparkMasterError` or
-    :class:`engine.config.ConfigError`.
+    :class:`engine.settings.errors.ConfigError`.
     """
     global _session, _session_settings
     with _lock:
         if _session is not None:
             return _session
         if settings is None:
-            from engine.config import load_spark_settings
-
             settings = load_spark_settings()
         java = resolve_java()
         check_master(settings.master)
@@ -260,8 +246,6 @@ def spark_log_path() -> Path:
     The JVM and its Python workers write to the stderr they were started with; pointing
     it at a file keeps a user's terminal (and the console's screen) clean.
     """
-    from engine.config import zync_home
-
     return zync_home() / "logs" / "spark.log"
 
 

@@ -124,8 +124,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import DataType
 
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.pools import Lake, Pool
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 HEADER_OFFSET = "zync.offset"
 HEADER_STEP = "zync.step"
@@ -323,7 +324,7 @@ def read_positions(
 
 
 def lock_path(kafka: KafkaProfile, topic: str, home: Path | None = None) -> Path:
-    from engine.config import zync_home
+    from engine.settings.home import zync_home
 
     digest = hashlib.sha1(f"{kafka.bootstrap_servers}\0{topic}".encode()).hexdigest()[:12]
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in topic)[:80]

@@ -62,7 +62,8 @@ def ingest(pool: Pool, events: list[dict]) -> None:
 
 
 def walk(lake_root: Path) -> None:
-    from engine.spark import SparkSettings, get_spark
+    from engine.settings.spark import SparkSettings
+    from engine.spark import get_spark
 
     spark = get_spark(SparkSettings(master="local[2]"))
     lake = Lake(lake_root)

@@ -21,8 +21,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from engine.config import KafkaProfile, RegistryProfile
 from engine.errors import ZyncError
+from engine.settings.kafka import KafkaProfile
+from engine.settings.registry import RegistryProfile
 
 log = logging.getLogger("engine.kafka.librdkafka")
 

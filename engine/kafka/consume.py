@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import KafkaProfile
 from engine.errors import ZyncError
 from engine.kafka import avro, connect_json, json_format
 from engine.kafka.formats import DecodeError, Format, RecordDecoder, SchemaLookup
+from engine.settings.kafka import KafkaProfile
 
 AUTO = "auto"
 BEGINNING = "beginning"

@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from engine.config import KafkaProfile
 from engine.errors import ZyncError
 from engine.kafka import connect_json, json_format
 from engine.kafka.avro import AvroSchema, AvroValidationError, coerce_json
 from engine.kafka.formats import Format, SchemaNotFound
 from engine.kafka.infer import InferenceError, infer_avro_schema, infer_connect_schema
 from engine.kafka.schemas import RegistrySchemas, subject_for
+from engine.settings.kafka import KafkaProfile
 
 ENVELOPE_FIELDS = frozenset({"key", "value", "kafka"})
 

@@ -13,10 +13,10 @@ import json
 import threading
 from typing import Any
 
-from engine.config import RegistryProfile
 from engine.errors import ZyncError
 from engine.kafka.clients import RegistryUnavailable, registry_client, registry_where
 from engine.kafka.formats import SchemaNotFound
+from engine.settings.registry import RegistryProfile
 
 _NOT_FOUND = {40401, 40402, 40403}
 

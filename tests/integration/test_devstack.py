@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from engine import devstack
-from engine.config import load_kafka_profile, load_registry_profile
+from engine.settings.kafka import load_kafka_profile
+from engine.settings.registry import load_registry_profile
 from zync_tui.commands.dev import app
 
 pytestmark = pytest.mark.integration

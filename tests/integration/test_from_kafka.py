@@ -19,7 +19,6 @@ from confluent_kafka import TopicPartition
 from deltalake import DeltaTable
 from typer.testing import CliRunner
 
-from engine.config import KafkaProfile, RegistryProfile
 from engine.from_kafka import (
     BadRecord,
     Ingest,
@@ -32,6 +31,8 @@ from engine.kafka import avro, clients
 from engine.kafka.schemas import RegistrySchemas
 from engine.lake.pools import Lake
 from engine.lake.shaper import ShaperError
+from engine.settings.kafka import KafkaProfile
+from engine.settings.registry import RegistryProfile
 from tests.fixtures import debezium as dbz
 
 pytestmark = pytest.mark.integration

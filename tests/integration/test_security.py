@@ -39,8 +39,8 @@ import pytest
 from typer.testing import CliRunner
 
 from engine import devstack
-from engine.config import load_kafka_profile
 from engine.kafka.clients import client_config
+from engine.settings.kafka import load_kafka_profile
 from zync_tui.commands.kafka import make_app
 
 pytestmark = pytest.mark.integration

@@ -234,7 +234,8 @@ def _decode(decoder: Any, data: bytes | None) -> Any:
 
 
 def profiles(broker: Any, registry: Any = None) -> tuple[Any, Any]:
-    from engine.config import KafkaProfile, RegistryProfile
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
     kafka = KafkaProfile(bootstrap_servers=broker.address)
     return kafka, (RegistryProfile(url=registry.url) if registry is not None else None)

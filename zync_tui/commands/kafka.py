@@ -139,13 +139,14 @@ class Connection:
     timeout: float = 10.0
 
     def kafka(self) -> Any:
-        from engine.config import load_kafka_profile
+        from engine.settings.kafka import load_kafka_profile
 
         return _with_warnings(lambda: load_kafka_profile(self.kafka_overrides))
 
     def registry(self, *, required: bool) -> Any:
         """The registry profile; None when nothing configures one and it is optional."""
-        from engine.config import NotConfiguredError, load_registry_profile
+        from engine.settings.errors import NotConfiguredError
+        from engine.settings.registry import load_registry_profile
 
         try:
             return _with_warnings(lambda: load_registry_profile(self.registry_overrides))

@@ -97,8 +97,8 @@ def _errors() -> Iterator[None]:
 
 
 def _lake(path: Path | None) -> Any:
-    from engine.config import lake_path
     from engine.lake.pools import Lake
+    from engine.settings.lake import lake_path
 
     return Lake(path if path is not None else lake_path())
 
@@ -619,7 +619,7 @@ def from_kafka(
 def _spark(master: str | None = None) -> Any:
     """The SparkSession: ``master`` (--spark-master), else $ZYNC_SPARK_MASTER, spark.json,
     local[*]."""
-    from engine.config import load_spark_settings
+    from engine.settings.spark import load_spark_settings
     from engine.spark import get_spark
 
     return get_spark(load_spark_settings(master))

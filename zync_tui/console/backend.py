@@ -12,6 +12,7 @@ Tests give the app a fake with the same methods (see ``tests/console``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -272,9 +273,12 @@ class EngineBackend:
         start the embedded stack and create the pools first. Returns notes for the log."""
         import warnings
 
-        from engine import config as profiles
         from engine.lake.pools import Lake
         from engine.observe import Observer
+        from engine.settings.errors import ConfigError
+        from engine.settings.kafka import load_kafka_profile
+        from engine.settings.lake import lake_path
+        from engine.settings.registry import load_registry_profile
 
         self._attach_log()
         notes: list[str] = []
@@ -289,12 +293,12 @@ class EngineBackend:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                kafka = profiles.load_kafka_profile(s.kafka_overrides or None)
-            except profiles.ConfigError as exc:
+                kafka = load_kafka_profile(s.kafka_overrides or None)
+            except ConfigError as exc:
                 kafka_error = str(exc)
             try:
-                registry = profiles.load_registry_profile(s.registry_overrides or None)
-            except profiles.ConfigError as exc:
+                registry = load_registry_profile(s.registry_overrides or None)
+            except ConfigError as exc:
                 registry_error = str(exc)
         notes.extend(f"warning: {w.message}" for w in caught)
         if s.demo and self.driver is None:
@@ -307,7 +311,7 @@ class EngineBackend:
         if self.driver is not None:
             s.config_path = self.driver.config_path
             s.lake_root = self.driver.lake.root
-        lake_root = s.lake_root or profiles.lake_path()
+        lake_root = s.lake_root or lake_path()
         lake = Lake(lake_root)
         etls = []
         if s.config_path is not None:
@@ -363,7 +367,7 @@ class EngineBackend:
         self.log.add(severity, getattr(event, "service", "?"), getattr(event, "message", str(event)), getattr(event, "at", None))
 
     def _spark(self) -> Any:
-        from engine.config import load_spark_settings
+        from engine.settings.spark import load_spark_settings
         from engine.spark import get_spark
 
         return get_spark(load_spark_settings(self.settings.spark_master))
@@ -512,10 +516,8 @@ class EngineBackend:
         for name in reversed(LOOPS):
             service = self._services.get(name)
             if service is not None:
-                try:
+                with contextlib.suppress(Exception):  # shutting down anyway
                     service.stop()
-                except Exception:  # noqa: BLE001 - shutting down anyway
-                    pass
         if self.observer is not None:
             self.observer.close()
         if self._attached:
