@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import ZyncError
+from engine.errors import ZyncError, one_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -106,14 +106,6 @@ class ServiceStatus:
     @property
     def running(self) -> bool:
         return self.state in (STARTING, RUNNING, STOPPING)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    if isinstance(exc, ZyncError) and first:
-        return first
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _spark_factory(spark: Any) -> Callable[[], SparkSession]:
@@ -260,7 +252,7 @@ class Service:
         try:
             self._run(self._stop)
         except BaseException as exc:  # noqa: BLE001 - kept in the status
-            message = _one_line(exc)
+            message = one_line(exc, typed=True)
             with self._lock:
                 self._state = FAILED
                 self._error = message
@@ -454,8 +446,8 @@ class EtlService(Service):
                         # e.g. a rule over a topic whose records (and types) have not
                         # arrived yet: try again when a raw pool changes
                         failed_at = versions
-                        self._failed_softly(_one_line(exc))
-                        self._event("error", f"pass failed: {_one_line(exc)}")
+                        self._failed_softly(one_line(exc, typed=True))
+                        self._event("error", f"pass failed: {one_line(exc, typed=True)}")
                         continue
                     self._failed_softly(None)
                     failed_at = None

@@ -27,9 +27,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from engine.durations import format_seconds
 from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
-from zync_tui.durations import duration_option, format_duration
+from zync_tui.durations import duration_option
 from zync_tui.errors import UserError, user_errors, warn
 from zync_tui.options import SparkMasterOption
 
@@ -606,7 +607,7 @@ def from_kafka(
             stats = ingest.run(on_commit=reporter)
         elapsed = time.monotonic() - started
         if not quiet:
-            why = f" (idle for {format_duration(exit_after)})" if exit_after else ""
+            why = f" (idle for {format_seconds(exit_after)})" if exit_after else ""
             _err.print(
                 f"from-kafka stopped{why}: {stats.records:,} records, "
                 f"{stats.dead_letters:,} dead letters in {elapsed:.1f}s"

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.errors import one_line
+
 LOOPS = ("from-kafka", "etl", "to-kafka")
 LOOP_TITLES = {"from-kafka": "from-kafka", "etl": "ETL", "to-kafka": "to-kafka"}
 
@@ -213,11 +215,6 @@ def pass_outcome(result: Any) -> PassOutcome:
     )
 
 
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
 # --------------------------------------------------------------------------- the real one
 
 
@@ -340,7 +337,7 @@ class EngineBackend:
                 if hasattr(self.pipeline, "add_listener"):
                     self.pipeline.add_listener(self._on_event)
             except Exception as exc:  # noqa: BLE001 - shown on the Loops panel
-                self._pipeline_error = f"cannot set the loops up: {_one_line(exc)}"
+                self._pipeline_error = f"cannot set the loops up: {one_line(exc)}"
                 notes.append(self._pipeline_error)
         elif s.config_path is None:
             self._pipeline_error = "no ETL configuration given: loops are not available"
@@ -355,7 +352,7 @@ class EngineBackend:
                         self._services[name].start()
                 notes.append("loops started: " + ", ".join(self._services))
             except Exception as exc:  # noqa: BLE001 - shown on the Loops panel
-                notes.append(f"cannot start the loops: {_one_line(exc)}")
+                notes.append(f"cannot start the loops: {one_line(exc)}")
         for note in notes:
             self.log.add("INFO", "console", note)
         return notes
@@ -451,7 +448,7 @@ class EngineBackend:
             try:
                 views.append(loop_view(name, service.status()))
             except Exception as exc:  # noqa: BLE001
-                views.append(LoopView(name, "unknown", error=f"status failed: {_one_line(exc)}"))
+                views.append(LoopView(name, "unknown", error=f"status failed: {one_line(exc)}"))
         return views
 
     # -- control --------------------------------------------------------------------------
