@@ -376,9 +376,7 @@ class ZyncConsole(App[None]):
         """Control actions do not exist in a read-only console; `n` only in the demo."""
         if action in CONTROL_ACTIONS and self.backend.read_only:
             return False
-        if action == "next_batch" and not self.backend.demo:
-            return False
-        return True
+        return not (action == "next_batch" and not self.backend.demo)
 
     # -- control (refused when read-only) -------------------------------------------------
 
