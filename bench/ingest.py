@@ -165,7 +165,7 @@ def main() -> None:
     n = args.records
 
     from engine import devstack
-    from engine.kafka.schemas import RegistrySchemas
+    from engine.kafka.registry_client import RegistrySchemas
     from engine.settings.kafka import KafkaProfile
     from engine.settings.registry import RegistryProfile
     from tests.fixtures import debezium as dbz

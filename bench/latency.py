@@ -161,7 +161,7 @@ def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dic
 
 def throughput(lake: Any, kafka: Any, registry: Any, records: int, fmt: str) -> dict[str, float]:
     from engine.kafka.clients import ensure_topic, producer
-    from engine.kafka.formats import Format
+    from engine.kafka.codecs.formats import Format
     from engine.to_kafka import Delivery, PartCodec
 
     topic = f"throughput-{int(time.time())}"

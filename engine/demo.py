@@ -208,7 +208,7 @@ class Demo:
 
     def _registry(self) -> Any:
         if self._registry_client is None:
-            from engine.kafka.schemas import RegistrySchemas
+            from engine.kafka.registry_client import RegistrySchemas
 
             assert self.registry is not None
             self._registry_client = RegistrySchemas(self.registry)
@@ -217,8 +217,8 @@ class Demo:
     def _register_schemas(self) -> None:
         """One Avro key and value schema per topic, inferred from every batch at once, so
         the schema never has to evolve while the demo runs (as a Debezium connector's)."""
-        from engine.kafka.infer import infer_avro_schema
         from engine.kafka.produce import record_name
+        from engine.kafka.typemap.infer import infer_avro_schema
 
         by_topic: dict[str, list[DemoRecord]] = {}
         for batch in self.batches():
@@ -255,8 +255,9 @@ class Demo:
         """Send records (Avro, Confluent wire format), each topic's in order, with their
         Debezium ``source.ts_ms`` as Kafka timestamp."""
         from engine.kafka.clients import producer
-        from engine.kafka.formats import Format
-        from engine.kafka.produce import InputRecord, ProduceOptions, encode, prepare, register
+        from engine.kafka.codecs.formats import Format
+        from engine.kafka.produce import ProduceOptions, encode, prepare, register
+        from engine.kafka.produce_input import InputRecord
 
         assert self.kafka is not None
         if not self._schemas:
@@ -314,7 +315,9 @@ class Demo:
         from confluent_kafka import TopicPartition
 
         from engine.kafka.clients import consumer, topic_partitions, watermarks
-        from engine.kafka.formats import Format, RecordDecoder
+        from engine.kafka.codecs.decoder import RecordDecoder
+        from engine.kafka.codecs.detect import sniff
+        from engine.kafka.codecs.formats import Format
 
         assert self.kafka is not None
         try:
@@ -328,7 +331,8 @@ class Demo:
             if data is None:
                 return None
             try:
-                return decoder.decode(data) if data[:1] == b"\x00" else json_decoder.decode(data)
+                avro = sniff(data) is Format.AVRO
+                return decoder.decode(data) if avro else json_decoder.decode(data)
             except ZyncError:
                 return data.decode("utf-8", "replace")
 
@@ -339,8 +343,9 @@ class Demo:
             if all(high <= low for low, high in marks.values()):
                 return []
             kafka.assign([TopicPartition(topic, p, marks[p][0]) for p in parts])
-            # Tansu's high watermark can stop short of the log's end (DESIGN.md): read
-            # until the topic has been quiet for a moment instead of up to the watermark.
+            # Tansu's high watermark can stop short of the log's end
+            # (docs/design.md#the-embedded-stack): read until the topic has been quiet
+            # for a moment instead of up to the watermark.
             deadline = time.monotonic() + timeout
             quiet_since = time.monotonic()
             while time.monotonic() < deadline and time.monotonic() - quiet_since < 1.0:

@@ -74,7 +74,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ZyncError
-from engine.kafka.formats import DecodeError, Format, RecordDecoder
+from engine.kafka.codecs.decoder import RecordDecoder
+from engine.kafka.codecs.errors import DecodeError
+from engine.kafka.codecs.formats import Format
 from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA, record_rows
 from engine.lake.pools import Lake, Pool, PoolError, TopicTypes
 
@@ -454,7 +456,8 @@ class _Part:
         return texts
 
     def _avro_type(self, decoder: RecordDecoder, headers: set[bytes]) -> Any:
-        from engine.kafka.types import avro_to_spark, merge_spark_types
+        from engine.kafka.typemap.to_spark import avro_to_spark
+        from engine.sparktypes import merge_spark_types
 
         merged = None
         for raw in sorted(h[1:5] for h in headers if len(h) == 5 and h[0] == 0):
@@ -470,8 +473,9 @@ class _Part:
         return merged
 
     def _connect_type(self, datas: Sequence[bytes | None], texts: list[Any]) -> Any:
-        from engine.kafka import connect_json
-        from engine.kafka.types import connect_to_spark, merge_spark_types
+        from engine.kafka.codecs import connect_json
+        from engine.kafka.typemap.to_spark import connect_to_spark
+        from engine.sparktypes import merge_spark_types
 
         merged = None
         seen: set[bytes] = set()
@@ -492,8 +496,8 @@ class _Part:
         return merged
 
     def _json(self, datas: Sequence[bytes | None]) -> tuple[list[Any], Any]:
-        from engine.kafka import json_format
-        from engine.kafka.types import json_value_to_spark
+        from engine.kafka.codecs import plain_json
+        from engine.kafka.typemap.to_spark import json_value_to_spark
 
         out: list[Any] = [None] * len(datas)
         samples: list[Any] = []
@@ -502,7 +506,7 @@ class _Part:
             if data is None:
                 continue
             try:
-                value = json_format.decode(data)
+                value = plain_json.decode(data)
             except DecodeError as exc:
                 if self.part == "key":
                     try:  # a plain-text key: keep it as a JSON string
@@ -513,7 +517,7 @@ class _Part:
                 else:
                     out[i] = exc
                     continue
-            out[i] = json_format.dumps(value)
+            out[i] = plain_json.dumps(value)
             if i % step == 0 and len(samples) < JSON_TYPE_SAMPLES:
                 samples.append(value)
         return out, (json_value_to_spark(samples) if samples else None)
@@ -1037,7 +1041,7 @@ class Ingest:
 
     def _registry_lookup(self) -> Any:
         if self._lookup is None:
-            from engine.kafka.schemas import RegistrySchemas
+            from engine.kafka.registry_client import RegistrySchemas
             from engine.settings.registry import load_registry_profile
 
             profile = self._registry_profile or load_registry_profile()

@@ -396,14 +396,15 @@ class Observer:
         """A Kafka value as JSON-able data, whatever its format (None if it cannot be)."""
         if data is None:
             return None
-        from engine.kafka.formats import Format, RecordDecoder
+        from engine.kafka.codecs.decoder import RecordDecoder
+        from engine.kafka.codecs.formats import Format
 
         try:
             if data[:1] == b"\x00" and len(data) > 5:
                 if self.registry is None:
                     return None
                 if self._decoder is None:
-                    from engine.kafka.schemas import RegistrySchemas
+                    from engine.kafka.registry_client import RegistrySchemas
 
                     self._decoder = RecordDecoder(
                         Format.AVRO, RegistrySchemas(self.registry, timeout=self.probe_timeout)

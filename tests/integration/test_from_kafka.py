@@ -27,8 +27,9 @@ from engine.from_kafka import (
     IngestOptions,
     load_inputs,
 )
-from engine.kafka import avro, clients
-from engine.kafka.schemas import RegistrySchemas
+from engine.kafka import clients
+from engine.kafka.codecs import avro
+from engine.kafka.registry_client import RegistrySchemas
 from engine.lake.pools import Lake
 from engine.lake.shaper import ShaperError
 from engine.settings.kafka import KafkaProfile
