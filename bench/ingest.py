@@ -100,7 +100,7 @@ def ceiling(profile, n: int, registry_url: str) -> float:
     consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
     reader = fastavro.schemaless_reader
     got = 0
-    gc.disable()  # the ceiling at its best (DESIGN.md: ~200 k/s instead of ~145 k/s)
+    gc.disable()  # the ceiling at its best (measured: ~200 k/s instead of ~145 k/s)
     started = time.monotonic()
     try:
         while got < n:

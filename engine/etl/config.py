@@ -3,7 +3,7 @@
 A configuration names its inputs (topics of raw pools), its outputs (topics of ONE
 staging pool) and its rules (``transforms``), tried in file order: every input record
 is consumed by the first rule whose topic and ``where`` match it, and a record no rule
-matches is marked processed with no output (DESIGN.md, "ETL configuration")::
+matches is marked processed with no output (docs/design.md#etl-configuration)::
 
     name: invoices                  # identifies this ETL's markers and cursors
     inputs:

@@ -16,7 +16,7 @@ Each rule then gives two DataFrames (:func:`plan_rule`):
 * *outputs*: ``out, key, value`` (JSON text made by ``to_json`` on the executors),
   ``ts`` (the newest input timestamp) and the ordering columns ``o1..o5``: the largest
   input seqno, the rule index, the left (or first) input seqno, the right input seqno
-  and the row's position among one match's outputs (DESIGN.md, decision 5).
+  and the row's position among one match's outputs (docs/design.md#ordering).
 
 A rule's ``sql`` is a SELECT without FROM; :func:`wrap_select` adds the ordering columns
 to its select list and ``FROM`` the rule's view (columns ``left``/``right``, ``in`` or

@@ -1,7 +1,7 @@
 """Secure connections: mutual TLS through a TLS-terminating proxy, SASL settings and failures.
 
 Tansu (the embedded broker) cannot terminate TLS or authenticate clients in this build
-(DESIGN.md, re-checked for Tansu 0.6.0: ``--cert`` and ``--key`` are refused together,
+(docs/design.md#the-embedded-stack, re-checked for Tansu 0.6.0: ``--cert`` and ``--key`` are refused together,
 a listener given a combined PEM never completes a handshake, and ``tansu user create``
 fails with "early eof", so no SASL user can exist). So:
 

@@ -55,3 +55,13 @@ def test_duration_option_takes_a_numeric_default_as_seconds() -> None:
 
     assert duration_option(1.0) == 1.0
     assert duration_option("250ms") == 0.25
+
+
+def test_one_grammar_for_flags_and_etl_configuration() -> None:
+    from datetime import timedelta
+
+    from engine.durations import parse_timedelta
+
+    assert parse_seconds("1w") == 604800.0
+    assert parse_timedelta("1W") == timedelta(weeks=1)
+    assert parse_timedelta("1h 30m") == timedelta(minutes=90)
