@@ -76,9 +76,10 @@ class RegistrySchemas:
         if cached is not None:
             return cached
         schema = self._call(lambda: self._client.get_schema(schema_id), f"schema id {schema_id}")
+        text = str(schema.schema_str)
         with self._lock:
-            self._by_id[schema_id] = schema.schema_str
-        return schema.schema_str
+            self._by_id[schema_id] = text
+        return text
 
     def register(self, subject: str, schema: str | dict[str, Any]) -> int:
         """Register an Avro schema under ``subject`` (same schema → same id)."""
