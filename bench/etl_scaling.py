@@ -135,7 +135,8 @@ class Feed:
 
 
 def _spark() -> Any:
-    from engine.spark import SparkSettings, get_spark
+    from engine.settings.spark import SparkSettings
+    from engine.spark import get_spark
 
     master = os.environ.get("ZYNC_SPARK_MASTER") or "local[2]"
     return get_spark(SparkSettings(master=master))

@@ -100,7 +100,7 @@ def ceiling(profile, n: int, registry_url: str) -> float:
     consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
     reader = fastavro.schemaless_reader
     got = 0
-    gc.disable()  # the ceiling at its best (DESIGN.md: ~200 k/s instead of ~145 k/s)
+    gc.disable()  # the ceiling at its best (measured: ~200 k/s instead of ~145 k/s)
     started = time.monotonic()
     try:
         while got < n:
@@ -164,9 +164,10 @@ def main() -> None:
     args = parser.parse_args()
     n = args.records
 
-    from engine.config import KafkaProfile, RegistryProfile
-    from engine.kafka.schemas import RegistrySchemas
+    from engine.kafka.registry_client import RegistrySchemas
     from engine.local import broker, processes, registry
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
     from tests.fixtures import debezium as dbz
 
     with tempfile.TemporaryDirectory(prefix="zync-bench-") as tmp:

@@ -161,7 +161,7 @@ def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dic
 
 def throughput(lake: Any, kafka: Any, registry: Any, records: int, fmt: str) -> dict[str, float]:
     from engine.kafka.clients import ensure_topic, producer
-    from engine.kafka.formats import Format
+    from engine.kafka.codecs.formats import Format
     from engine.to_kafka import Delivery, PartCodec
 
     topic = f"throughput-{int(time.time())}"
@@ -244,9 +244,10 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
 
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.pools import Lake
     from engine.local import broker, processes, registry
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
     with tempfile.TemporaryDirectory(prefix="zync-bench-") as tmp:
         root = Path(tmp)

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import ZyncError
 
 if TYPE_CHECKING:
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 #: The scenario's files (a source checkout or an editable install).
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo" / "invoices"
@@ -137,8 +138,8 @@ class Demo:
     @property
     def lake(self) -> Lake:
         if self._lake is None:
-            from engine.config import zync_home
             from engine.lake.pools import Lake
+            from engine.settings.home import zync_home
 
             root = self._lake_root or (self.home or zync_home()) / "demo" / "lake"
             self._lake = Lake(root)
@@ -149,10 +150,11 @@ class Demo:
     def prepare(self) -> list[str]:
         """Start the stack (if asked), load profiles, register schemas, create topics and
         pools. Idempotent; resumes after batches a running broker already holds."""
-        from engine import config as profiles
         from engine.etl.config import load_config
         from engine.kafka.clients import ensure_topic
         from engine.lake.pools import RAW, STAGING
+        from engine.settings.kafka import load_kafka_profile
+        from engine.settings.registry import load_registry_profile
 
         notes: list[str] = []
         if not self.config_path.exists():
@@ -164,8 +166,8 @@ class Demo:
 
                 report = stack.up(home=self.home)
                 notes.extend(report.notes)
-            self.kafka = self.kafka or profiles.load_kafka_profile(home=self.home)
-            self.registry = self.registry or profiles.load_registry_profile(home=self.home)
+            self.kafka = self.kafka or load_kafka_profile(home=self.home)
+            self.registry = self.registry or load_registry_profile(home=self.home)
         held = 0
         for endpoint in config.inputs:
             ensure_topic(self.kafka, endpoint.topic)
@@ -206,7 +208,7 @@ class Demo:
 
     def _registry(self) -> Any:
         if self._registry_client is None:
-            from engine.kafka.schemas import RegistrySchemas
+            from engine.kafka.registry_client import RegistrySchemas
 
             assert self.registry is not None
             self._registry_client = RegistrySchemas(self.registry)
@@ -215,8 +217,8 @@ class Demo:
     def _register_schemas(self) -> None:
         """One Avro key and value schema per topic, inferred from every batch at once, so
         the schema never has to evolve while the demo runs (as a Debezium connector's)."""
-        from engine.kafka.infer import infer_avro_schema
         from engine.kafka.produce import record_name
+        from engine.kafka.typemap.infer import infer_avro_schema
 
         by_topic: dict[str, list[DemoRecord]] = {}
         for batch in self.batches():
@@ -253,8 +255,9 @@ class Demo:
         """Send records (Avro, Confluent wire format), each topic's in order, with their
         Debezium ``source.ts_ms`` as Kafka timestamp."""
         from engine.kafka.clients import producer
-        from engine.kafka.formats import Format
-        from engine.kafka.produce import InputRecord, ProduceOptions, encode, prepare, register
+        from engine.kafka.codecs.formats import Format
+        from engine.kafka.produce import ProduceOptions, encode, prepare, register
+        from engine.kafka.produce_input import InputRecord
 
         assert self.kafka is not None
         if not self._schemas:
@@ -312,7 +315,9 @@ class Demo:
         from confluent_kafka import TopicPartition
 
         from engine.kafka.clients import consumer, topic_partitions, watermarks
-        from engine.kafka.formats import Format, RecordDecoder
+        from engine.kafka.codecs.decoder import RecordDecoder
+        from engine.kafka.codecs.detect import sniff
+        from engine.kafka.codecs.formats import Format
 
         assert self.kafka is not None
         try:
@@ -326,7 +331,8 @@ class Demo:
             if data is None:
                 return None
             try:
-                return decoder.decode(data) if data[:1] == b"\x00" else json_decoder.decode(data)
+                avro = sniff(data) is Format.AVRO
+                return decoder.decode(data) if avro else json_decoder.decode(data)
             except ZyncError:
                 return data.decode("utf-8", "replace")
 
@@ -337,8 +343,9 @@ class Demo:
             if all(high <= low for low, high in marks.values()):
                 return []
             kafka.assign([TopicPartition(topic, p, marks[p][0]) for p in parts])
-            # Tansu's high watermark can stop short of the log's end (DESIGN.md): read
-            # until the topic has been quiet for a moment instead of up to the watermark.
+            # Tansu's high watermark can stop short of the log's end
+            # (docs/design.md#the-embedded-stack): read until the topic has been quiet
+            # for a moment instead of up to the watermark.
             deadline = time.monotonic() + timeout
             quiet_since = time.monotonic()
             while time.monotonic() < deadline and time.monotonic() - quiet_since < 1.0:
@@ -384,7 +391,7 @@ def make_pipeline(demo: Demo, **kwargs: Any) -> Any:
 
 
 def _spark(master: str | None) -> Any:
-    from engine.config import load_spark_settings
+    from engine.settings.spark import load_spark_settings
     from engine.spark import get_spark
 
     return get_spark(load_spark_settings(master))

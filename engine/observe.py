@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.etl.config import EtlConfig
     from engine.lake.pools import Lake, Pool
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 #: How long a snapshot waits for Kafka or the registry before saying it is unreachable.
 PROBE_TIMEOUT = 3.0
@@ -395,14 +396,15 @@ class Observer:
         """A Kafka value as JSON-able data, whatever its format (None if it cannot be)."""
         if data is None:
             return None
-        from engine.kafka.formats import Format, RecordDecoder
+        from engine.kafka.codecs.decoder import RecordDecoder
+        from engine.kafka.codecs.formats import Format
 
         try:
             if data[:1] == b"\x00" and len(data) > 5:
                 if self.registry is None:
                     return None
                 if self._decoder is None:
-                    from engine.kafka.schemas import RegistrySchemas
+                    from engine.kafka.registry_client import RegistrySchemas
 
                     self._decoder = RecordDecoder(
                         Format.AVRO, RegistrySchemas(self.registry, timeout=self.probe_timeout)

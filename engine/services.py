@@ -26,6 +26,7 @@ Nothing here prints, and nothing happens at import time.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -34,17 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import ZyncError
+from engine.errors import ZyncError, one_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.etl.config import EtlConfig
     from engine.etl.run import EtlRunner, PassResult
     from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestOptions
     from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
     from engine.to_kafka import Delivery, DeliveryEvent, DeliveryStatus
 
 STOPPED = "stopped"
@@ -107,20 +109,12 @@ class ServiceStatus:
         return self.state in (STARTING, RUNNING, STOPPING)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    if isinstance(exc, ZyncError) and first:
-        return first
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def _spark_factory(spark: Any) -> Callable[[], SparkSession]:
     """A callable giving the process's SparkSession from a session, a factory or None."""
     if spark is None:
 
         def default() -> SparkSession:
-            from engine.config import load_spark_settings
+            from engine.settings.spark import load_spark_settings
             from engine.spark import get_spark
 
             return get_spark(load_spark_settings())
@@ -251,17 +245,15 @@ class Service:
     def _event(self, kind: str, message: str) -> None:
         event = ServiceEvent(self.name, kind, message, time.time())
         for listener in list(self._listeners):
-            try:
+            with contextlib.suppress(Exception):  # a listener never stops a loop
                 listener(event)
-            except Exception:  # noqa: BLE001, S110 - a listener never stops a loop
-                pass
 
     def _main(self) -> None:
         self._event("started", "started")
         try:
             self._run(self._stop)
         except BaseException as exc:  # noqa: BLE001 - kept in the status
-            message = _one_line(exc)
+            message = one_line(exc, typed=True)
             with self._lock:
                 self._state = FAILED
                 self._error = message
@@ -455,8 +447,8 @@ class EtlService(Service):
                         # e.g. a rule over a topic whose records (and types) have not
                         # arrived yet: try again when a raw pool changes
                         failed_at = versions
-                        self._failed_softly(_one_line(exc))
-                        self._event("error", f"pass failed: {_one_line(exc)}")
+                        self._failed_softly(one_line(exc, typed=True))
+                        self._event("error", f"pass failed: {one_line(exc, typed=True)}")
                         continue
                     self._failed_softly(None)
                     failed_at = None
@@ -599,8 +591,10 @@ class Pipeline:
         create_pools: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
-        from engine.config import NotConfiguredError, load_kafka_profile, load_registry_profile
         from engine.etl.config import load_config
+        from engine.settings.errors import NotConfiguredError
+        from engine.settings.kafka import load_kafka_profile
+        from engine.settings.registry import load_registry_profile
 
         self.config_path = Path(config_path)
         self.config = load_config(self.config_path)

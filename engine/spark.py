@@ -31,7 +31,6 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -39,11 +38,12 @@ from typing import TYPE_CHECKING, TypeVar
 from engine.errors import ZyncError
 from engine.jvm import artifacts
 from engine.jvm.java import resolve_java
+from engine.settings.home import zync_home
+from engine.settings.spark import SparkSettings, load_spark_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
 
 # Delta's SQL extension (OPTIMIZE, VACUUM, DESCRIBE HISTORY, time travel) and catalog
 DELTA_CONF = {
@@ -57,19 +57,6 @@ T = TypeVar("T")
 
 class SparkMasterError(ZyncError):
     """The Spark master URL is malformed or no master answers at it."""
-
-
-@dataclass(frozen=True)
-class SparkSettings:
-    """Where Spark runs and with what extra configuration.
-
-    ``master`` is ``local[*]`` by default, or a cluster URL such as ``spark://host:7077``.
-    ``conf`` is passed to the session builder as is and wins over zync's defaults.
-    """
-
-    master: str = DEFAULT_MASTER
-    conf: dict[str, str] = field(default_factory=dict)
-    app_name: str = "zync"
 
 
 _lock = threading.Lock()
@@ -189,20 +176,18 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
 def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     """The process's SparkSession, started on first call.
 
-    Without ``settings`` they come from :func:`engine.config.load_spark_settings`
+    Without ``settings`` they come from :func:`engine.settings.spark.load_spark_settings`
     (``spark.json`` < ``$ZYNC_SPARK_MASTER``), so every caller honours the configured
     master. A later call with different settings gets the running session unchanged:
     one long-lived session per process (DESIGN.md, decision 2). Raises
     :class:`JavaNotFoundError`, :class:`SparkMasterError` or
-    :class:`engine.config.ConfigError`.
+    :class:`engine.settings.errors.ConfigError`.
     """
     global _session, _session_settings
     with _lock:
         if _session is not None:
             return _session
         if settings is None:
-            from engine.config import load_spark_settings
-
             settings = load_spark_settings()
         java = resolve_java()
         check_master(settings.master)
@@ -232,8 +217,6 @@ def spark_log_path() -> Path:
     The JVM and its Python workers write to the stderr they were started with; pointing
     it at a file keeps a user's terminal (and the console's screen) clean.
     """
-    from engine.config import zync_home
-
     return zync_home() / "logs" / "spark.log"
 
 

@@ -116,16 +116,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ZyncError
-from engine.kafka.avro import zigzag_long
-from engine.kafka.formats import Format
+from engine.kafka.codecs.avro_binary import zigzag_long
+from engine.kafka.codecs.formats import Format
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
     from pyspark.sql import SparkSession
     from pyspark.sql.types import DataType
 
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.lake.pools import Lake, Pool
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 HEADER_OFFSET = "zync.offset"
 HEADER_STEP = "zync.step"
@@ -323,7 +324,7 @@ def read_positions(
 
 
 def lock_path(kafka: KafkaProfile, topic: str, home: Path | None = None) -> Path:
-    from engine.config import zync_home
+    from engine.settings.home import zync_home
 
     digest = hashlib.sha1(f"{kafka.bootstrap_servers}\0{topic}".encode()).hexdigest()[:12]
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in topic)[:80]
@@ -542,7 +543,7 @@ class AvroPart:
     def __init__(self, data_type: DataType, name: str) -> None:
         import fastavro
 
-        from engine.kafka.spark_schemas import spark_to_arrow, spark_to_avro
+        from engine.kafka.typemap.from_spark import spark_to_arrow, spark_to_avro
 
         self.data_type = data_type
         self.name = name
@@ -576,7 +577,7 @@ class AvroPart:
     def _fast_bodies(self, texts: pa.Array, header: bytes) -> list[bytes] | None:
         import polars as pl
 
-        from engine.kafka.spark_schemas import avro_shape
+        from engine.kafka.typemap.from_spark import avro_shape
 
         self._check_fields(texts)
         lines = pc.binary_join_element_wise(texts, "", "\n")
@@ -666,7 +667,7 @@ class PartCodec:
         if fmt is Format.AVRO and data_type is not None:
             self.avro = AvroPart(data_type, name)
         elif fmt is Format.CONNECT_JSON:
-            from engine.kafka.spark_schemas import spark_to_connect
+            from engine.kafka.typemap.from_spark import spark_to_connect
 
             schema = None if data_type is None else spark_to_connect(data_type, name=name)
             self._connect_prefix = (
@@ -704,7 +705,7 @@ class PartCodec:
 
 def differential_schema(topic: str, key: Any, value: Any) -> dict[str, Any]:
     """The Avro schema of differential messages for Avro key and value schemas."""
-    from engine.kafka.spark_schemas import avro_name
+    from engine.kafka.typemap.from_spark import avro_name
 
     base = avro_name(topic)
     key_schema = key if key is not None else "string"
@@ -1587,7 +1588,7 @@ class Delivery:
     def _widen(self, rows: _Rows) -> bool:
         """Type the fields staged JSON holds but the recorded type lacks from the JSON
         itself (a type recorded late); True when that changed the types."""
-        from engine.kafka.types import json_value_to_spark
+        from engine.kafka.typemap.to_spark import json_value_to_spark
 
         values = [json.loads(t) for t in rows.values.to_pylist() if t is not None]
         values += [json.loads(t) for t in self._images.values()]
@@ -1613,7 +1614,7 @@ class Delivery:
         return True
 
     def _build_codecs(self, key_type: DataType | None, value_type: DataType | None) -> None:
-        from engine.kafka.spark_schemas import avro_name, spark_to_connect
+        from engine.kafka.typemap.from_spark import avro_name, spark_to_connect
 
         base = avro_name(self.topic)
         self._key_codec = PartCodec(self.format, key_type, f"{base}_key")
@@ -1646,7 +1647,7 @@ class Delivery:
 
     def _registry(self) -> Any:
         if self._schemas is None:
-            from engine.kafka.schemas import RegistrySchemas
+            from engine.kafka.registry_client import RegistrySchemas
 
             assert self.registry is not None
             self._schemas = RegistrySchemas(self.registry)
@@ -1670,7 +1671,7 @@ class Delivery:
 
         from engine.lake.delta import spark_schema
         from engine.lake.envelope import POOL_SCHEMA
-        from engine.lake.pools import parse_json_column
+        from engine.sparktypes import parse_json_column
 
         spark = self._spark()
         offset = pc.field("kafka", "offset")

@@ -96,9 +96,12 @@ def tagged_pids(tag: str) -> list[int]:
     """Live processes whose environment holds ``ZYNC_TEST_CLUSTER=tag``."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _environ_of(int(entry.name)).get(TAG_VAR) == tag:
-            if _alive(int(entry.name)):
-                found.append(int(entry.name))
+        if (
+            entry.name.isdigit()
+            and _environ_of(int(entry.name)).get(TAG_VAR) == tag
+            and _alive(int(entry.name))
+        ):
+            found.append(int(entry.name))
     return sorted(found)
 
 
@@ -356,7 +359,7 @@ def append_events(pool: Any, events: Sequence[Mapping[str, Any]], chunk: int = 5
     contiguous offsets per (topic, partition) after the pool's positions. Types are
     inferred from the first events of each topic. Returns the rows committed."""
 
-    from engine.kafka.types import json_value_to_spark
+    from engine.kafka.typemap.to_spark import json_value_to_spark
     from engine.lake.envelope import record_rows
     from engine.lake.pools import TopicTypes
 

@@ -25,7 +25,8 @@ def _zync_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 @pytest.fixture(scope="session")
 def spark():
     """The process's one SparkSession (local[2]), stopped at the end of the session."""
-    from engine.spark import SparkSettings, get_spark, stop_spark
+    from engine.settings.spark import SparkSettings
+    from engine.spark import get_spark, stop_spark
 
     session = get_spark(SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"}))
     yield session

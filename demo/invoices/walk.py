@@ -28,7 +28,7 @@ from engine.lake.pools import Lake, Pool, TopicTypes  # noqa: E402
 
 def ingest(pool: Pool, events: list[dict]) -> None:
     """Append events with contiguous offsets per topic, timestamps from ``ts_ms``."""
-    from engine.kafka.types import json_value_to_spark
+    from engine.kafka.typemap.to_spark import json_value_to_spark
 
     pool.refresh()
     offsets: dict[str, int] = {}
@@ -62,7 +62,8 @@ def ingest(pool: Pool, events: list[dict]) -> None:
 
 
 def walk(lake_root: Path) -> None:
-    from engine.spark import SparkSettings, get_spark
+    from engine.settings.spark import SparkSettings
+    from engine.spark import get_spark
 
     spark = get_spark(SparkSettings(master="local[2]"))
     lake = Lake(lake_root)

@@ -3,7 +3,7 @@
 A configuration names its inputs (topics of raw pools), its outputs (topics of ONE
 staging pool) and its rules (``transforms``), tried in file order: every input record
 is consumed by the first rule whose topic and ``where`` match it, and a record no rule
-matches is marked processed with no output (DESIGN.md, "ETL configuration")::
+matches is marked processed with no output (docs/design.md#etl-configuration)::
 
     name: invoices                  # identifies this ETL's markers and cursors
     inputs:
@@ -88,60 +88,16 @@ from pydantic import (
     model_validator,
 )
 
+from engine.durations import parse_timedelta
 from engine.errors import ZyncError
 
 DEBEZIUM = "debezium"
 DEBEZIUM_TXN_ID = "value.transaction.id"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNITS = {
-    "ms": timedelta(milliseconds=1),
-    "s": timedelta(seconds=1),
-    "m": timedelta(minutes=1),
-    "h": timedelta(hours=1),
-    "d": timedelta(days=1),
-    "w": timedelta(weeks=1),
-}
 
 
 class EtlConfigError(ZyncError, ValueError):
     """The ETL configuration is wrong; the message names the file, rule and text."""
-
-
-def parse_duration(text: Any) -> timedelta:
-    """``"15m"`` → 15 minutes. Units ms, s, m, h, d, w; parts may be combined (``1h30m``)."""
-    if isinstance(text, bool) or not isinstance(text, str | int | float):
-        raise ValueError(f"expected a duration such as 30s, 15m or 1h, got {text!r}")
-    if isinstance(text, int | float):
-        raise ValueError(f"duration {text!r} has no unit: write e.g. {text}s or {text}m")
-    compact = text.strip().replace(" ", "")
-    pos = 0
-    total = timedelta()
-    for match in _DURATION_PART.finditer(compact):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(compact) or not compact:
-        raise ValueError(
-            f"invalid duration {text!r}: use a number and a unit (ms, s, m, h, d, w), "
-            "e.g. 30s, 15m, 1h or 1h30m"
-        )
-    if total <= timedelta():
-        raise ValueError(f"duration {text!r} must be positive")
-    return total
-
-
-def format_duration(value: timedelta) -> str:
-    """15 minutes → ``"15m"`` (the largest units that divide it exactly)."""
-    micros = int(value / timedelta(microseconds=1))
-    if micros % 1000:
-        return f"{micros}us"
-    ms = micros // 1000
-    for unit, size in (("w", 604_800_000), ("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
 
 
 Duration = Annotated[timedelta, Field(description="e.g. 30s, 15m, 1h")]
@@ -209,7 +165,7 @@ class DenormRule(_Rule):
     @field_validator("expire_after", mode="before")
     @classmethod
     def _expire(cls, value: Any) -> timedelta | None:
-        return None if value is None else parse_duration(value)
+        return None if value is None else parse_timedelta(value)
 
     @field_validator("join_on")
     @classmethod
@@ -257,7 +213,7 @@ class TxnRule(_Rule):
     @field_validator("expire_after", mode="before")
     @classmethod
     def _expire(cls, value: Any) -> timedelta | None:
-        return None if value is None else parse_duration(value)
+        return None if value is None else parse_timedelta(value)
 
     @field_validator("in_", mode="before")
     @classmethod

@@ -16,7 +16,7 @@ Each rule then gives two DataFrames (:func:`plan_rule`):
 * *outputs*: ``out, key, value`` (JSON text made by ``to_json`` on the executors),
   ``ts`` (the newest input timestamp) and the ordering columns ``o1..o5``: the largest
   input seqno, the rule index, the left (or first) input seqno, the right input seqno
-  and the row's position among one match's outputs (DESIGN.md, decision 5).
+  and the row's position among one match's outputs (docs/design.md#ordering).
 
 A rule's ``sql`` is a SELECT without FROM; :func:`wrap_select` adds the ordering columns
 to its select list and ``FROM`` the rule's view (columns ``left``/``right``, ``in`` or
@@ -223,7 +223,7 @@ def typed_columns(types: TopicTypes) -> list[Column]:
     """``seqno, kafka, key, value`` with key/value JSON text parsed into the types."""
     from pyspark.sql import functions as F
 
-    from engine.lake.pools import parse_json_column
+    from engine.sparktypes import parse_json_column
 
     key_type, value_type = types
     return [
@@ -258,7 +258,7 @@ def json_text(column: Column, data_type: DataType) -> Column:
 
 def merge_types(types: Sequence[TopicTypes]) -> TopicTypes:
     """One key type and one value type that every topic's records parse into."""
-    from engine.kafka.types import merge_spark_types
+    from engine.sparktypes import merge_spark_types
 
     key: DataType | None = None
     value: DataType | None = None
@@ -316,7 +316,7 @@ class Checked:
 
     def output_types(self, config: EtlConfig) -> dict[str, TopicTypes]:
         """Per output topic, the merged key and value types of the rules writing it."""
-        from engine.kafka.types import merge_spark_types
+        from engine.sparktypes import merge_spark_types
 
         found: dict[str, TopicTypes] = {}
         for rule, check in zip(config.transforms, self.rules, strict=True):

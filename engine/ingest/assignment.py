@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
     from deltalake import DeltaTable
 
-    from engine.config import KafkaProfile
     from engine.ingest.options import IngestInput, IngestOptions
     from engine.ingest.positions import Positions
     from engine.ingest.state import LoopState, TopicPart
+    from engine.settings.kafka import KafkaProfile
 
 log = logging.getLogger("engine.from_kafka")
 

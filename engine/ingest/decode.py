@@ -6,47 +6,28 @@ type (cached per Avro schema id or Connect schema)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.config import RegistryProfile, load_registry_profile
-from engine.kafka import connect_json, json_format
-from engine.kafka.formats import DecodeError, Format, RecordDecoder, SchemaLookup
-from engine.kafka.schemas import RegistrySchemas
-from engine.kafka.types import (
-    avro_to_spark,
-    connect_to_spark,
-    json_value_to_spark,
-    merge_spark_types,
-)
+from engine.kafka.codecs import connect_json
+from engine.kafka.codecs import plain_json as json_format
+from engine.kafka.codecs.decoder import RecordDecoder
+from engine.kafka.codecs.detect import sniff_batch
+from engine.kafka.codecs.errors import DecodeError
+from engine.kafka.codecs.formats import Format, SchemaLookup
+from engine.kafka.registry_client import RegistrySchemas
+from engine.kafka.typemap.to_spark import avro_to_spark, connect_to_spark, json_value_to_spark
+from engine.settings.registry import RegistryProfile, load_registry_profile
+from engine.sparktypes import merge_spark_types
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 #: Records whose JSON values are sampled per topic batch to infer a JSON topic's type.
 JSON_TYPE_SAMPLES = 256
-_AUTO_SAMPLE = 200
 
 #: Per record of a batch: its JSON text, None (a tombstone) or why it cannot be decoded.
 Texts = list[str | None | DecodeError]
-
-
-def _sniff(datas: Sequence[bytes | None]) -> Format | None:
-    """The format most of the first records look like (None: only tombstones seen)."""
-    votes: Counter[Format] = Counter()
-    for data in datas:
-        if data is None or not len(data):
-            continue
-        if data[0] == 0 and len(data) >= 5:
-            votes[Format.AVRO] += 1
-        elif data.lstrip()[:1] == b"{" and b'"payload"' in data and b'"schema"' in data:
-            votes[Format.CONNECT_JSON] += 1
-        else:
-            votes[Format.JSON] += 1
-        if sum(votes.values()) >= _AUTO_SAMPLE:
-            break
-    return votes.most_common(1)[0][0] if votes else None
 
 
 class RegistryLookup:
@@ -77,7 +58,7 @@ class PartDecoder:
 
     def decoder(self, datas: Sequence[bytes | None]) -> RecordDecoder:
         if self.format is None:
-            self.format = _sniff(datas)
+            self.format = sniff_batch(datas)
             if self.format is None:  # tombstones only so far: any decoder reads them
                 return RecordDecoder(Format.JSON)
         if self._decoder is None:

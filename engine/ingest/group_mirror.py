@@ -20,7 +20,7 @@ from engine.kafka.clients import consumer
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
-    from engine.config import KafkaProfile
+    from engine.settings.kafka import KafkaProfile
 
 log = logging.getLogger("engine.from_kafka")
 

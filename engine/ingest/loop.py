@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from engine.config import load_spark_settings
 from engine.ingest.assignment import Assignment
 from engine.ingest.consume import ConsumeLoop
 from engine.ingest.decode import PartDecoder, RegistryLookup
@@ -26,15 +25,17 @@ from engine.ingest.state import LoopState, PoolState
 from engine.ingest.write import Writer
 from engine.lake.maintenance import Upkeep
 from engine.lake.shaper import Shaper
+from engine.settings.spark import load_spark_settings
 from engine.spark import get_spark
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
     from pyspark.sql import SparkSession
 
-    from engine.config import KafkaProfile, RegistryProfile
     from engine.ingest.stats import CommitInfo, IngestStats
     from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
 
 class Ingest:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from engine.ingest.dead_letters import DECODE_STAGE, Bad, refuse, with_dead_letters
 from engine.ingest.decode import Texts
-from engine.kafka.formats import DecodeError
+from engine.kafka.codecs.errors import DecodeError
 from engine.lake.envelope import KAFKA_TYPE, ROW_SCHEMA, record_rows
 from engine.lake.pools import TopicTypes
 from engine.lake.shaper import STAGE

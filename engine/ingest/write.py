@@ -25,11 +25,11 @@ from engine.ingest.stats import CommitInfo, CommitRef
 from engine.lake.pools import PoolError
 
 if TYPE_CHECKING:
-    from engine.config import KafkaProfile
     from engine.ingest.gc_pause import GcPause
     from engine.ingest.positions import Positions
     from engine.ingest.prepare import Prepared
     from engine.ingest.state import LoopState, PoolState, TopicPart
+    from engine.settings.kafka import KafkaProfile
 
 log = logging.getLogger("engine.from_kafka")
 

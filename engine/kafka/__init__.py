@@ -1,1 +1,2 @@
-"""Kafka wire formats, schema inference and type mapping (pure code, no network)."""
+"""Kafka: clients built from zync's profiles, the Schema Registry client, producing and
+consuming as a library, record formats (``codecs``) and type mapping (``typemap``)."""

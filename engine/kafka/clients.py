@@ -1,8 +1,9 @@
-"""Kafka and Schema Registry clients built from zync's connection profiles.
+"""Kafka clients built from zync's connection profile.
 
 Every part of zync that talks to Kafka (produce, consume, from-kafka, to-kafka, the
-console) builds its clients here, so security settings, quiet logging and the Tansu
-work-arounds (DESIGN.md, "Tansu quirks") live in one place.
+console) builds its clients here, so security settings, quiet logging and the embedded
+broker's work-arounds (docs/design.md#the-embedded-stack) live in one place. The Schema
+Registry's client is :mod:`engine.kafka.registry_client`.
 
 librdkafka's own log lines go to the ``engine.kafka.librdkafka`` logger instead of the
 terminal; a broker that cannot be reached becomes :class:`KafkaUnavailable`, a one-line
@@ -21,8 +22,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from engine.config import KafkaProfile, RegistryProfile
 from engine.errors import ZyncError
+from engine.settings.kafka import KafkaProfile
 
 log = logging.getLogger("engine.kafka.librdkafka")
 
@@ -49,10 +50,6 @@ class KafkaUnavailable(ZyncError):
 
 class TopicNotFound(ZyncError):
     pass
-
-
-class RegistryUnavailable(ZyncError):
-    """The Schema Registry could not be reached or answered with an error."""
 
 
 @dataclass
@@ -231,7 +228,8 @@ def watermarks(
     kafka: Consumer, topic: str, partitions: list[int], timeout: float = 10.0
 ) -> dict[int, tuple[int, int]]:
     """Low and high watermark per partition. Tansu's high watermark can lag the log's
-    end (DESIGN.md): never use it to decide exactly-once positions."""
+    end (docs/design.md#the-embedded-stack): never use it to decide exactly-once
+    positions."""
     out = {}
     for partition in partitions:
         try:
@@ -243,17 +241,3 @@ def watermarks(
                 f"cannot read offsets of {topic}[{partition}]: {exc.args[0].str()}"
             ) from None
     return out
-
-
-def registry_client(profile: RegistryProfile, timeout: float = 10.0) -> Any:
-    """confluent-kafka's ``SchemaRegistryClient`` for ``profile``."""
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-
-    config: dict[str, Any] = dict(profile.client_config())
-    config["timeout"] = timeout
-    config["max.retries"] = 1
-    return SchemaRegistryClient(config)
-
-
-def registry_where(profile: RegistryProfile) -> str:
-    return f"Schema Registry at {profile.url}"

@@ -4,19 +4,19 @@
 
     {"kafka": {"topic", "partition", "offset", "timestamp"}, "key": ..., "value": ...}
 
-``key`` and ``value`` are JSON-able (see :mod:`engine.kafka.formats`); ``timestamp`` is
+``key`` and ``value`` are JSON-able (see :mod:`engine.kafka.codecs.formats`); ``timestamp`` is
 milliseconds since the epoch (None when the broker gave none).
 
 Where to start: the beginning of every partition, a given offset, the end (only new
 records: the default), or a consumer group's committed position (``group``; offsets of
 the records handed out are committed as it goes, so the group resumes after them). The
 end is the broker's high watermark: the embedded broker (Tansu) reports the base offset
-of its last batch + 1 there (DESIGN.md), so after a multi-record batch the rest of that
+of its last batch + 1 there (docs/design.md#the-embedded-stack), so after a multi-record batch the rest of that
 batch shows too.
 
-Formats: ``auto`` (the default) looks at each record: magic byte 0 and a schema registry
-→ Confluent Avro; a ``{"schema", "payload"}`` object → Kafka Connect JSON; anything else
-→ JSON (for keys, text that is not JSON is taken as a plain string, as keys often are).
+Formats: ``auto`` (the default) looks at each record (:func:`engine.kafka.codecs.detect.sniff`):
+magic byte 0 and a schema registry → Confluent Avro; a ``{"schema", "payload"}`` object →
+Kafka Connect JSON; anything else → JSON (for keys, text that is not JSON is taken as a plain string, as keys often are).
 A fixed format (``avro``, ``connect-json``, ``json``) decodes exactly that.
 
 A record that cannot be decoded does not stop the stream: it is reported as a
@@ -31,10 +31,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import KafkaProfile
 from engine.errors import ZyncError
-from engine.kafka import avro, connect_json, json_format
-from engine.kafka.formats import DecodeError, Format, RecordDecoder, SchemaLookup
+from engine.kafka.codecs import avro, connect_json, plain_json
+from engine.kafka.codecs.decoder import RecordDecoder
+from engine.kafka.codecs.detect import sniff
+from engine.kafka.codecs.errors import DecodeError
+from engine.kafka.codecs.formats import Format, SchemaLookup
+from engine.settings.kafka import KafkaProfile
 
 AUTO = "auto"
 BEGINNING = "beginning"
@@ -110,13 +113,14 @@ class PartDecoder:
     def decode(self, data: bytes | None) -> Any:
         if data is None:
             return None
-        if self.format is Format.AVRO or (self.auto and data[:1] == b"\x00"):
+        sniffed = sniff(data) if self.auto else None
+        if self.format is Format.AVRO or sniffed is Format.AVRO:
             return self._decode_avro(data)
         if self._fixed is not None:
             return self._fixed.decode(data)
         # auto: Connect JSON envelope, else plain JSON (else, for keys, text)
         try:
-            value = json_format.decode(data)
+            value = plain_json.decode(data)
         except DecodeError:
             if self.part == "key":
                 try:
@@ -124,7 +128,11 @@ class PartDecoder:
                 except UnicodeDecodeError:
                     pass
             raise
-        if isinstance(value, dict) and set(value) == {"schema", "payload"}:
+        if (
+            sniffed is Format.CONNECT_JSON
+            and isinstance(value, dict)
+            and set(value) == {"schema", "payload"}
+        ):
             return connect_json.decode(data, root=self.part).payload
         return value
 
@@ -165,7 +173,7 @@ def consume(
     Raises :class:`~engine.kafka.clients.KafkaUnavailable` (broker unreachable within
     ``options.timeout``), :class:`~engine.kafka.clients.TopicNotFound`,
     :class:`UndecodableRecord` (strict), :class:`ConsumeError`, and
-    :class:`~engine.kafka.clients.RegistryUnavailable` when an Avro schema is needed and
+    :class:`~engine.kafka.registry_client.RegistryUnavailable` when an Avro schema is needed and
     the registry cannot be reached. The consumer is closed when the iterator ends or is
     closed (also on Ctrl-C).
     """
@@ -301,4 +309,4 @@ def _decode(
 
 def dumps(record: dict[str, Any]) -> str:
     """One record as a compact JSON line (non-ASCII kept as is)."""
-    return json_format.dumps(record)
+    return plain_json.dumps(record)

@@ -43,9 +43,10 @@ from engine.lake.envelope import (
     ROW_SCHEMA,
     shape_problems,
 )
+from engine.sparktypes import load_type, merge_optional, merge_type_json, parse_json_column
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
 RAW = "raw"
@@ -267,15 +268,13 @@ class Pool:
         Types only grow (struct fields are merged), so recording them before the data
         commit that needs them is safe even if that commit is then retried or lost.
         """
-        from engine.kafka.types import merge_spark_types
-
         def merged_with(base: Mapping[str, TopicTypes]) -> dict[str, TopicTypes]:
             merged = dict(base)
             for topic, new in types.items():
                 old = merged.get(topic, TopicTypes())
                 merged[topic] = TopicTypes(
-                    key=_merge_json(old.key, new.key, merge_spark_types),
-                    value=_merge_json(old.value, new.value, merge_spark_types),
+                    key=merge_type_json(old.key, new.key),
+                    value=merge_type_json(old.value, new.value),
                 )
             return merged
 
@@ -514,8 +513,6 @@ class Pool:
 
     def spark_types(self, topic: str | None = None) -> tuple[DataType | None, DataType | None]:
         """The Spark types of keys and values of one topic, or merged over all topics."""
-        from engine.kafka.types import merge_spark_types
-
         chosen: Iterable[TopicTypes]
         if topic is None:
             chosen = self.meta.types.values()
@@ -525,55 +522,13 @@ class Pool:
         key: DataType | None = None
         value: DataType | None = None
         for t in chosen:
-            key = _merge_types(key, _load_type(t.key), merge_spark_types)
-            value = _merge_types(value, _load_type(t.value), merge_spark_types)
+            key = merge_optional(key, load_type(t.key))
+            value = merge_optional(value, load_type(t.value))
         return key, value
-
-
-def parse_json_column(column: Column, data_type: DataType | None) -> Column:
-    """Parse a JSON text column into ``data_type`` (structs, arrays, maps and scalars).
-
-    Without a known type the JSON text is kept as a string.
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
-
-    if data_type is None:
-        return column
-    if isinstance(data_type, StructType | ArrayType | MapType):
-        return F.from_json(column, data_type, {"mode": "PERMISSIVE"})
-    if isinstance(data_type, StringType):
-        return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v")
-    return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v").cast(data_type)
 
 
 def _sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _load_type(text: str | None) -> DataType | None:
-    if not text:
-        return None
-    from pyspark.sql.types import _parse_datatype_json_string
-
-    return _parse_datatype_json_string(text)
-
-
-def _merge_types(a: DataType | None, b: DataType | None, merge: Any) -> DataType | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return merge(a, b)
-
-
-def _merge_json(old: str | None, new: str | None, merge: Any) -> str | None:
-    if new is None:
-        return old
-    if old is None or old == new:
-        return new
-    merged = merge(_load_type(old), _load_type(new))
-    return merged.json()
 
 
 def _spark_ddl(type_: pa.DataType) -> str:

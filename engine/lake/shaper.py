@@ -208,7 +208,7 @@ class Shaper:
     ) -> tuple[pa.Table, tuple[Any, Any]]:
         from pyspark.sql import functions as F
 
-        from engine.lake.pools import parse_json_column
+        from engine.sparktypes import parse_json_column
 
         frame = session.createDataFrame(rows.select(list(_COLUMNS)))
         frame.select(

@@ -28,16 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from engine.config import (
-    KAFKA_ENV_PREFIX,
-    KAFKA_FILE,
-    REGISTRY_ENV_PREFIX,
-    REGISTRY_FILE,
-    ConfigError,
-    read_json_object,
-    write_private_json,
-    zync_home,
-)
 from engine.local.broker import BROKER, DEFAULT_BROKER_PORT, broker_ready, start_broker
 from engine.local.processes import (
     STOP_TIMEOUT,
@@ -54,6 +44,11 @@ from engine.local.registry import (
     registry_ready,
     start_registry,
 )
+from engine.settings.errors import ConfigError
+from engine.settings.files import read_json_object, write_private_json
+from engine.settings.home import zync_home
+from engine.settings.kafka import KAFKA_ENV_PREFIX, KAFKA_FILE
+from engine.settings.registry import REGISTRY_ENV_PREFIX, REGISTRY_FILE
 
 COMPONENTS: Final = (BROKER, REGISTRY)
 READY_TIMEOUT: Final = 60.0

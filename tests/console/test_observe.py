@@ -15,10 +15,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine.config import KafkaProfile, RegistryProfile
 from engine.lake.envelope import ROW_SCHEMA
 from engine.lake.pools import RAW, Lake
 from engine.observe import Observer, source_ts_ms
+from engine.settings.kafka import KafkaProfile
+from engine.settings.registry import RegistryProfile
 
 BASE_MS = 1_714_557_600_000
 

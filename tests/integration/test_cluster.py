@@ -206,7 +206,8 @@ def test_100k_records_on_the_cluster_match_local(spark, runs, cluster_report) ->
 def test_driver_settings_follow_the_master(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from engine.spark import SparkSettings, _builder_conf
+    from engine.settings.spark import SparkSettings
+    from engine.spark import _builder_conf
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     on_loopback = _builder_conf(SparkSettings(master="spark://127.0.0.1:7077"))

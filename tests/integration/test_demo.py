@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from engine.local import broker, processes
+from engine.local import processes
 from tests.stack import start_broker, start_registry
 from zync_tui.console.app import make_app
 from zync_tui.console.screens.deadletters import DeadLettersScreen

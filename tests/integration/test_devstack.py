@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.config import load_kafka_profile, load_registry_profile, write_private_json
-from engine.local import broker, processes, registry, stack
+from engine.local import processes, stack
+from engine.settings.files import write_private_json
+from engine.settings.kafka import load_kafka_profile
+from engine.settings.registry import load_registry_profile
 from zync_tui.commands.dev import app
 
 pytestmark = pytest.mark.integration
@@ -298,10 +300,9 @@ def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
 
 
 def test_session_helpers_start_and_stop(tmp_path: Path) -> None:
-    from tests.stack import start_broker, start_registry
-
     from engine.local.broker import broker_ready
     from engine.local.registry import registry_ready
+    from tests.stack import start_broker, start_registry
 
     broker = start_broker(tmp_path / "broker")
     registry = start_registry(tmp_path / "registry")

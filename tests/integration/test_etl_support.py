@@ -38,7 +38,7 @@ def append_events(pool: Pool, events: Iterable[dict[str, Any]]) -> AppendResult:
     """Append ``{"topic", "key", "value"[, "partition", "timestamp" (ms)]}`` events in
     order, with contiguous offsets per (topic, partition) after the pool's position,
     and record each topic's key/value types inferred from this batch."""
-    from engine.kafka.types import json_value_to_spark
+    from engine.kafka.typemap.to_spark import json_value_to_spark
 
     events = list(events)
     pool.refresh()

@@ -19,14 +19,16 @@ from confluent_kafka import TopicPartition
 from deltalake import DeltaTable
 from typer.testing import CliRunner
 
-from engine.config import KafkaProfile, RegistryProfile
 from engine.ingest.errors import BadRecord, IngestError
 from engine.ingest.loop import Ingest
 from engine.ingest.options import IngestInput, IngestOptions, load_inputs
-from engine.kafka import avro, clients
-from engine.kafka.schemas import RegistrySchemas
+from engine.kafka import clients
+from engine.kafka.codecs import avro
+from engine.kafka.registry_client import RegistrySchemas
 from engine.lake.pools import Lake
 from engine.lake.shaper import ShaperError
+from engine.settings.kafka import KafkaProfile
+from engine.settings.registry import RegistryProfile
 from tests.fixtures import debezium as dbz
 
 pytestmark = pytest.mark.integration

@@ -25,9 +25,11 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from engine.config import KafkaProfile, RegistryProfile
-from engine.kafka import avro, clients
-from engine.kafka.schemas import RegistrySchemas
+from engine.kafka import clients
+from engine.kafka.codecs import avro
+from engine.kafka.registry_client import RegistrySchemas
+from engine.settings.kafka import KafkaProfile
+from engine.settings.registry import RegistryProfile
 from tests.fixtures import debezium as dbz
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -19,8 +19,8 @@ import pytest
 from confluent_kafka import Producer
 from typer.testing import CliRunner
 
-from engine.config import load_kafka_profile
 from engine.kafka.clients import check_reachable
+from engine.settings.kafka import load_kafka_profile
 from zync_tui.commands.kafka import make_app
 
 pytestmark = pytest.mark.integration

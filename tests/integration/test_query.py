@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from engine.kafka import avro
-from engine.kafka.types import avro_to_spark
+from engine.kafka.codecs import avro
+from engine.kafka.typemap.to_spark import avro_to_spark
 from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
 from engine.lake.pools import Lake, TopicTypes
 from engine.lake.query import QueryError, query, register_pools

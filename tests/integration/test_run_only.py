@@ -137,8 +137,8 @@ def test_loops_on_their_own_and_a_second_etl_or_to_kafka_is_harmless(
     broker, tmp_path: Path
 ) -> None:
     _needs_only()
-    from engine.config import load_kafka_profile
     from engine.kafka.clients import ensure_topic, producer
+    from engine.settings.kafka import load_kafka_profile
 
     suffix = uuid.uuid4().hex[:8]
     config, names = _config(tmp_path, suffix)
@@ -193,9 +193,12 @@ def test_loops_on_their_own_and_a_second_etl_or_to_kafka_is_harmless(
         deadline = time.monotonic() + TIMEOUT
         while True:
             outputs, markers = _staging(lake)
-            if len(outputs) >= OUTPUTS and len(markers) >= INPUTS:
-                if len(_topic_messages(profile, out_topic)) >= OUTPUTS:
-                    break
+            if (
+                len(outputs) >= OUTPUTS
+                and len(markers) >= INPUTS
+                and len(_topic_messages(profile, out_topic)) >= OUTPUTS
+            ):
+                break
             for name, proc in procs.items():
                 if proc.poll() not in (None, 0, 1):
                     pytest.fail(

@@ -1,7 +1,7 @@
 """Secure connections: mutual TLS through a TLS-terminating proxy, SASL settings and failures.
 
 Tansu (the embedded broker) cannot terminate TLS or authenticate clients in this build
-(DESIGN.md, re-checked for Tansu 0.6.0: ``--cert`` and ``--key`` are refused together,
+(docs/design.md#the-embedded-stack, re-checked for Tansu 0.6.0: ``--cert`` and ``--key`` are refused together,
 a listener given a combined PEM never completes a handshake, and ``tansu user create``
 fails with "early eof", so no SASL user can exist). So:
 
@@ -38,9 +38,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.config import load_kafka_profile
 from engine.kafka.clients import client_config
 from engine.local import processes
+from engine.settings.kafka import load_kafka_profile
 from zync_tui.commands.kafka import make_app
 
 pytestmark = pytest.mark.integration

@@ -178,8 +178,9 @@ def read_topic(
     from confluent_kafka import TopicPartition
 
     from engine.kafka.clients import TopicNotFound, consumer, topic_partitions
-    from engine.kafka.formats import Format, RecordDecoder
-    from engine.kafka.schemas import RegistrySchemas
+    from engine.kafka.codecs.decoder import RecordDecoder
+    from engine.kafka.codecs.formats import Format
+    from engine.kafka.registry_client import RegistrySchemas
 
     lookup = RegistrySchemas(registry) if registry is not None else None
     decoder = RecordDecoder(Format.parse(fmt), lookup)
@@ -225,7 +226,7 @@ def read_topic(
 
 
 def _decode(decoder: Any, data: bytes | None) -> Any:
-    from engine.kafka.formats import DecodeError
+    from engine.kafka.codecs.errors import DecodeError
 
     try:
         return decoder.decode(data)
@@ -234,7 +235,8 @@ def _decode(decoder: Any, data: bytes | None) -> Any:
 
 
 def profiles(broker: Any, registry: Any = None) -> tuple[Any, Any]:
-    from engine.config import KafkaProfile, RegistryProfile
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
 
     kafka = KafkaProfile(bootstrap_servers=broker.address)
     return kafka, (RegistryProfile(url=registry.url) if registry is not None else None)
@@ -278,7 +280,7 @@ def test_jdbc_avro_in_order_with_tombstones_and_registered_schemas(lake, broker,
     assert [(r.key, r.value) for r in got] == first + [tombstone, invoice(151)]
     assert got[150].value is None  # a JDBC sink deletes on it
 
-    from engine.kafka.schemas import RegistrySchemas
+    from engine.kafka.registry_client import RegistrySchemas
 
     subjects = RegistrySchemas(reg).subjects()
     assert f"{topic}-key" in subjects

@@ -85,9 +85,9 @@ def test_two_workers_share_a_topic_and_the_survivor_takes_over(broker, tmp_path:
     _needs_workers_group()
     from deltalake import DeltaTable
 
-    from engine.config import load_kafka_profile
     from engine.kafka.clients import ensure_topic, producer
     from engine.lake.pools import Lake
+    from engine.settings.kafka import load_kafka_profile
 
     profile = load_kafka_profile({"bootstrap_servers": broker.address})
     topic = f"wg-{uuid.uuid4().hex[:8]}"

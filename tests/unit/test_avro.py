@@ -12,9 +12,10 @@ from typing import Any
 import fastavro
 import pytest
 
-from engine.kafka import avro
-from engine.kafka.avro import AvroSchema, AvroValidationError
-from engine.kafka.formats import DecodeError
+from engine.kafka.codecs import avro
+from engine.kafka.codecs.avro import AvroSchema
+from engine.kafka.codecs.avro_coerce import AvroValidationError
+from engine.kafka.codecs.errors import DecodeError
 from tests.fixtures.debezium import AVRO_KEY_SCHEMA, AVRO_VALUE_SCHEMA, events, to_json_form
 
 VALUE = AvroSchema(AVRO_VALUE_SCHEMA)

@@ -9,22 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import (
-    ConfigError,
-    InsecureFileWarning,
-    KafkaProfile,
-    NotConfiguredError,
-    RegistryProfile,
-    SaslMechanism,
-    Secret,
-    SecurityProtocol,
-    lake_path,
-    load_kafka_profile,
-    load_registry_profile,
-    load_spark_settings,
-    write_private_json,
-    zync_home,
-)
+from engine.settings.errors import ConfigError, NotConfiguredError
+from engine.settings.files import InsecureFileWarning, write_private_json
+from engine.settings.home import zync_home
+from engine.settings.kafka import KafkaProfile, SaslMechanism, SecurityProtocol, load_kafka_profile
+from engine.settings.lake import lake_path
+from engine.settings.registry import RegistryProfile, load_registry_profile
+from engine.settings.secret import Secret
+from engine.settings.spark import load_spark_settings
 
 PASSWORD = "hunter2-very-secret"
 
@@ -264,7 +256,7 @@ def test_readable_credentials_file_warns(tmp_path: Path) -> None:
         load_kafka_profile(env={}, home=tmp_path)
     assert f"chmod 600 {path}" in str(rec[0].message)
     assert PASSWORD not in str(rec[0].message)
-    assert rec[0].filename == __file__  # points at the caller, not at engine/config.py
+    assert rec[0].filename == __file__  # points at the caller, not at engine/settings/
 
     os.chmod(path, 0o600)
     with warnings.catch_warnings():

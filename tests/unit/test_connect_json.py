@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.kafka import connect_json
-from engine.kafka.connect_json import ConnectSchemaError
-from engine.kafka.formats import DecodeError
+from engine.kafka.codecs import connect_json
+from engine.kafka.codecs.connect_json import ConnectSchemaError
+from engine.kafka.codecs.errors import DecodeError
 from tests.fixtures.debezium import (
     CONNECT_KEY_SCHEMA,
     CONNECT_VALUE_SCHEMA,

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.durations import format_timedelta, parse_timedelta
 from engine.etl.config import (
     DenormRule,
     EtlConfigError,
     StatelessRule,
     TxnRule,
-    format_duration,
     load_config,
     parse_config,
-    parse_duration,
 )
 from engine.etl.rules import SqlShapeError, wrap_select
 
@@ -91,18 +90,18 @@ def test_a_single_output_mapping_and_unnamed_rules() -> None:
     ],
 )
 def test_durations(text: str, expected: timedelta) -> None:
-    assert parse_duration(text) == expected
+    assert parse_timedelta(text) == expected
 
 
 @pytest.mark.parametrize("bad", ["15", "1x", "h", "", "-5m", "0s", 15])
 def test_bad_durations(bad: object) -> None:
     with pytest.raises(ValueError, match="duration"):
-        parse_duration(bad)
+        parse_timedelta(bad)
 
 
 def test_format_duration() -> None:
-    assert format_duration(timedelta(minutes=90)) == "90m"
-    assert format_duration(timedelta(hours=2)) == "2h"
+    assert format_timedelta(timedelta(minutes=90)) == "90m"
+    assert format_timedelta(timedelta(hours=2)) == "2h"
 
 
 def test_denorm_without_join_on() -> None:

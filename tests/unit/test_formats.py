@@ -7,16 +7,11 @@ import pickle
 
 import pytest
 
-from engine.kafka import avro, json_format
-from engine.kafka.avro import AvroSchema
-from engine.kafka.formats import (
-    DECODE_ERROR_KINDS,
-    DecodeError,
-    Format,
-    RecordDecoder,
-    SchemaNotFound,
-    WriterSchema,
-)
+from engine.kafka.codecs import avro, plain_json
+from engine.kafka.codecs.avro import AvroSchema
+from engine.kafka.codecs.decoder import RecordDecoder
+from engine.kafka.codecs.errors import DECODE_ERROR_KINDS, DecodeError
+from engine.kafka.codecs.formats import Format, SchemaNotFound, WriterSchema
 from tests.fixtures.debezium import (
     AVRO_KEY_SCHEMA,
     AVRO_VALUE_SCHEMA,
@@ -175,9 +170,9 @@ def test_plain_json_decoder() -> None:
 
 
 def test_json_format_encode() -> None:
-    assert json_format.encode({"a": "é"}) == '{"a":"é"}'.encode()
+    assert plain_json.encode({"a": "é"}) == '{"a":"é"}'.encode()
     with pytest.raises(ValueError, match="not JSON compliant|Out of range"):
-        json_format.encode(float("nan"))
+        plain_json.encode(float("nan"))
 
 
 def test_decoded_values_are_json_serializable() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import fastavro
 import pytest
 
-from engine.kafka import connect_json
-from engine.kafka.avro import AvroSchema
-from engine.kafka.infer import InferenceError, infer_avro_schema, infer_connect_schema
+from engine.kafka.codecs import connect_json
+from engine.kafka.codecs.avro import AvroSchema
+from engine.kafka.typemap.infer import InferenceError, infer_avro_schema, infer_connect_schema
 from tests.fixtures.debezium import events, to_json_form
 
 

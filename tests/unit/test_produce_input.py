@@ -1,4 +1,4 @@
-"""engine.kafka.produce without Kafka: reading input, envelopes, keys, schemas, validation."""
+"""engine.kafka.produce and produce_input without Kafka: reading input, envelopes, keys, schemas, validation."""
 
 from __future__ import annotations
 
@@ -8,20 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.kafka import connect_json
-from engine.kafka.avro import AvroSchema, split
-from engine.kafka.formats import Format
-from engine.kafka.produce import (
-    InputError,
-    ProduceError,
-    ProduceOptions,
-    encode,
-    load_records,
-    parse_json_records,
-    prepare,
-    read_sources,
-    record_name,
-)
+from engine.kafka.codecs import connect_json
+from engine.kafka.codecs.avro import AvroSchema, split
+from engine.kafka.codecs.formats import Format
+from engine.kafka.produce import ProduceError, ProduceOptions, encode, prepare, record_name
+from engine.kafka.produce_input import InputError, load_records, parse_json_records, read_sources
 
 
 def records(text: str, **kw):

@@ -12,15 +12,15 @@ import fastavro
 import pytest
 from pyspark.sql import types as T
 
-from engine.kafka import connect_json
-from engine.kafka.avro import AvroSchema
-from engine.kafka.types import (
+from engine.kafka.codecs import connect_json
+from engine.kafka.codecs.avro import AvroSchema
+from engine.kafka.typemap.to_spark import (
     avro_nullable,
     avro_to_spark,
     connect_to_spark,
     json_value_to_spark,
-    merge_spark_types,
 )
+from engine.sparktypes import merge_spark_types
 from tests.fixtures.debezium import (
     AVRO_KEY_SCHEMA,
     AVRO_VALUE_SCHEMA,

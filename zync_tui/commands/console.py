@@ -89,7 +89,7 @@ def _engine_output_to_log() -> Iterator[Path | None]:
     Textual draws on ``sys.__stderr__``: it gets a duplicate of the terminal's descriptor,
     and descriptor 2, which child processes inherit, is pointed at the log file.
     """
-    from engine.config import zync_home
+    from engine.settings.home import zync_home
 
     if not sys.stderr.isatty():
         yield None

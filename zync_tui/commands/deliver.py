@@ -80,8 +80,8 @@ def stop_on_signals(stop: threading.Event, what: str) -> Iterator[None]:
 
 
 def resolve_lake(lake: Path | None) -> Any:
-    from engine.config import lake_path
     from engine.lake.pools import Lake
+    from engine.settings.lake import lake_path
 
     root = lake if lake is not None else lake_path()
     if not root.is_dir():
@@ -175,7 +175,7 @@ def to_kafka(
     if shaper is not None:
 
         def spark() -> Any:
-            from engine.config import load_spark_settings
+            from engine.settings.spark import load_spark_settings
             from engine.spark import get_spark
 
             return get_spark(load_spark_settings(spark_master))

@@ -35,9 +35,10 @@ LimitOpt = Annotated[
 
 
 def _runner(config: Path, lake: Path | None, spark_master: str | None = None) -> EtlRunner:
-    from engine.config import lake_path, load_spark_settings
     from engine.etl import EtlRunner, load_config
     from engine.lake.pools import Lake
+    from engine.settings.lake import lake_path
+    from engine.settings.spark import load_spark_settings
     from engine.spark import JavaNotFoundError, get_spark
 
     etl_config = load_config(config)

@@ -139,13 +139,14 @@ class Connection:
     timeout: float = 10.0
 
     def kafka(self) -> Any:
-        from engine.config import load_kafka_profile
+        from engine.settings.kafka import load_kafka_profile
 
         return _with_warnings(lambda: load_kafka_profile(self.kafka_overrides))
 
     def registry(self, *, required: bool) -> Any:
         """The registry profile; None when nothing configures one and it is optional."""
-        from engine.config import NotConfiguredError, load_registry_profile
+        from engine.settings.errors import NotConfiguredError
+        from engine.settings.registry import load_registry_profile
 
         try:
             return _with_warnings(lambda: load_registry_profile(self.registry_overrides))
@@ -275,8 +276,9 @@ def produce(
     Every record is checked against its schema before any is sent; a mistake names the input line and field. Registers <topic>-key / <topic>-value and creates the topic when missing.
     """
     from engine.kafka import produce as engine_produce
-    from engine.kafka.formats import Format
-    from engine.kafka.schemas import RegistrySchemas
+    from engine.kafka import produce_input
+    from engine.kafka.codecs.formats import Format
+    from engine.kafka.registry_client import RegistrySchemas
 
     profile = conn.kafka()
     registry_profile = conn.registry(required=fmt is ProduceFormat.avro)
@@ -284,13 +286,13 @@ def produce(
         fmt = ProduceFormat.avro if registry_profile is not None else ProduceFormat.json
     if not files and sys.stdin.isatty():
         _err.print("reading JSON records from standard input (end with Ctrl-D)")
-    sources = engine_produce.read_sources(files or [])
-    records = engine_produce.load_records(sources, key_field=key, envelope=envelope)
+    sources = produce_input.read_sources(files or [])
+    records = produce_input.load_records(sources, key_field=key, envelope=envelope)
     options = engine_produce.ProduceOptions(
         topic=topic,
         format=Format.parse(fmt.value),
-        key_schema=engine_produce.load_schema_file(key_schema) if key_schema else None,
-        value_schema=engine_produce.load_schema_file(value_schema) if value_schema else None,
+        key_schema=produce_input.load_schema_file(key_schema) if key_schema else None,
+        value_schema=produce_input.load_schema_file(value_schema) if value_schema else None,
         namespace=namespace,
         bytes_fields=tuple(f.strip() for f in (bytes_fields or "").split(",") if f.strip()),
         partitions=partitions,
@@ -359,7 +361,7 @@ def consume(
     Starts at the end (new records only) unless told otherwise, and waits for records until Ctrl-C, --max or --exit-after. The kafka part holds topic, partition, offset and timestamp (ms). Undecodable records are reported on stderr with topic, partition and offset, and skipped (--strict: exit 1).
     """
     from engine.kafka import consume as engine_consume
-    from engine.kafka.schemas import RegistrySchemas
+    from engine.kafka.registry_client import RegistrySchemas
 
     if sum([from_beginning, offset is not None]) > 1 or (group and offset is not None):
         raise UserError("--from-beginning, --offset and --group: choose one "
@@ -413,7 +415,7 @@ def ls(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the Schema Registry's subjects with their latest version and schema id."""
-    from engine.kafka.schemas import RegistrySchemas
+    from engine.kafka.registry_client import RegistrySchemas
 
     schemas = RegistrySchemas(conn.registry(required=True), timeout=conn.timeout)
     rows = []

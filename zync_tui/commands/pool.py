@@ -27,9 +27,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from engine.durations import format_seconds
 from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
-from zync_tui.durations import duration_option, format_duration
+from zync_tui.durations import duration_option
 from zync_tui.errors import UserError, user_errors, warn
 from zync_tui.options import SparkMasterOption
 
@@ -97,8 +98,8 @@ def _errors() -> Iterator[None]:
 
 
 def _lake(path: Path | None) -> Any:
-    from engine.config import lake_path
     from engine.lake.pools import Lake
+    from engine.settings.lake import lake_path
 
     return Lake(path if path is not None else lake_path())
 
@@ -607,7 +608,7 @@ def from_kafka(
             stats = ingest.run(on_commit=reporter)
         elapsed = time.monotonic() - started
         if not quiet:
-            why = f" (idle for {format_duration(exit_after)})" if exit_after else ""
+            why = f" (idle for {format_seconds(exit_after)})" if exit_after else ""
             _err.print(
                 f"from-kafka stopped{why}: {stats.records:,} records, "
                 f"{stats.dead_letters:,} dead letters in {elapsed:.1f}s"
@@ -620,7 +621,7 @@ def from_kafka(
 def _spark(master: str | None = None) -> Any:
     """The SparkSession: ``master`` (--spark-master), else $ZYNC_SPARK_MASTER, spark.json,
     local[*]."""
-    from engine.config import load_spark_settings
+    from engine.settings.spark import load_spark_settings
     from engine.spark import get_spark
 
     return get_spark(load_spark_settings(master))

@@ -95,7 +95,7 @@ def run(
     registry = conn.registry(required=fmt is OutputFormat.avro)
 
     def spark() -> Any:
-        from engine.config import load_spark_settings
+        from engine.settings.spark import load_spark_settings
         from engine.spark import get_spark
 
         return get_spark(load_spark_settings(spark_master))
@@ -136,8 +136,8 @@ def run(
 
 
 def _default_lake() -> Any:
-    from engine.config import lake_path
     from engine.lake.pools import Lake
+    from engine.settings.lake import lake_path
 
     root = lake_path()
     root.mkdir(parents=True, exist_ok=True)

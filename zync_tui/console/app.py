@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
+from engine.errors import one_line
 from zync_tui.console import messages as m
 from zync_tui.console.backend import LOOP_TITLES, LOOPS, Backend, EngineBackend, EngineSettings
 from zync_tui.console.screens.deadletters import DeadLettersScreen
@@ -172,7 +173,7 @@ class ZyncConsole(App[None]):
         try:
             notes = self.backend.start()
         except Exception as exc:  # noqa: BLE001 - shown, never a crash
-            self.post_message(m.EngineFailed(_one_line(exc)))
+            self.post_message(m.EngineFailed(one_line(exc)))
             return
         self.post_message(m.EngineStarted(notes))
 
@@ -250,11 +251,11 @@ class ZyncConsole(App[None]):
         if group.startswith("poll-"):
             poll = group.removeprefix("poll-")
             if state is WorkerState.ERROR:
-                error = _one_line(event.worker.error) if event.worker.error else "failed"
+                error = one_line(event.worker.error) if event.worker.error else "failed"
                 self._fault(poll, f"{poll} snapshot failed: {error}")
             self._rearm(poll)
         elif state is WorkerState.ERROR and group != "engine":
-            error = _one_line(event.worker.error) if event.worker.error else "failed"
+            error = one_line(event.worker.error) if event.worker.error else "failed"
             self._w(LogPanel).add([_entry("ERROR", "console", f"{group}: {error}", self.clock())])
             self.notify(error, title=group, severity="error")
 
@@ -375,9 +376,7 @@ class ZyncConsole(App[None]):
         """Control actions do not exist in a read-only console; `n` only in the demo."""
         if action in CONTROL_ACTIONS and self.backend.read_only:
             return False
-        if action == "next_batch" and not self.backend.demo:
-            return False
-        return True
+        return not (action == "next_batch" and not self.backend.demo)
 
     # -- control (refused when read-only) -------------------------------------------------
 
@@ -419,7 +418,7 @@ class ZyncConsole(App[None]):
             else:
                 self.backend.stop_loop(name)
         except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.LoopChanged(name, action, _one_line(exc)))
+            self.post_message(m.LoopChanged(name, action, one_line(exc)))
             return
         self.post_message(m.LoopChanged(name, action))
 
@@ -460,7 +459,7 @@ class ZyncConsole(App[None]):
         try:
             result = self.backend.run_etl_pass()
         except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.EtlPassFinished(error=_one_line(exc), seconds=time.monotonic() - started))
+            self.post_message(m.EtlPassFinished(error=one_line(exc), seconds=time.monotonic() - started))
             return
         self.post_message(m.EtlPassFinished(result, seconds=time.monotonic() - started))
 
@@ -503,7 +502,7 @@ class ZyncConsole(App[None]):
         try:
             text = self.backend.next_batch()
         except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.BatchPublished("", _one_line(exc)))
+            self.post_message(m.BatchPublished("", one_line(exc)))
             return
         self.post_message(m.BatchPublished(text))
 
@@ -555,13 +554,6 @@ class ZyncConsole(App[None]):
 
 def _bind(fn: Callable[[str], None], arg: str) -> Callable[[], None]:
     return lambda: fn(arg)
-
-
-def _one_line(exc: BaseException | None) -> str:
-    if exc is None:
-        return "failed"
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def _entry(severity: str, source: str, message: str, at: float | None = None) -> Any:

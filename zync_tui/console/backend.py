@@ -12,6 +12,7 @@ Tests give the app a fake with the same methods (see ``tests/console``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -20,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from engine.errors import one_line
 
 LOOPS = ("from-kafka", "etl", "to-kafka")
 LOOP_TITLES = {"from-kafka": "from-kafka", "etl": "ETL", "to-kafka": "to-kafka"}
@@ -212,11 +215,6 @@ def pass_outcome(result: Any) -> PassOutcome:
     )
 
 
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
 # --------------------------------------------------------------------------- the real one
 
 
@@ -272,9 +270,12 @@ class EngineBackend:
         start the embedded stack and create the pools first. Returns notes for the log."""
         import warnings
 
-        from engine import config as profiles
         from engine.lake.pools import Lake
         from engine.observe import Observer
+        from engine.settings.errors import ConfigError
+        from engine.settings.kafka import load_kafka_profile
+        from engine.settings.lake import lake_path
+        from engine.settings.registry import load_registry_profile
 
         self._attach_log()
         notes: list[str] = []
@@ -289,12 +290,12 @@ class EngineBackend:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                kafka = profiles.load_kafka_profile(s.kafka_overrides or None)
-            except profiles.ConfigError as exc:
+                kafka = load_kafka_profile(s.kafka_overrides or None)
+            except ConfigError as exc:
                 kafka_error = str(exc)
             try:
-                registry = profiles.load_registry_profile(s.registry_overrides or None)
-            except profiles.ConfigError as exc:
+                registry = load_registry_profile(s.registry_overrides or None)
+            except ConfigError as exc:
                 registry_error = str(exc)
         notes.extend(f"warning: {w.message}" for w in caught)
         if s.demo and self.driver is None:
@@ -307,7 +308,7 @@ class EngineBackend:
         if self.driver is not None:
             s.config_path = self.driver.config_path
             s.lake_root = self.driver.lake.root
-        lake_root = s.lake_root or profiles.lake_path()
+        lake_root = s.lake_root or lake_path()
         lake = Lake(lake_root)
         etls = []
         if s.config_path is not None:
@@ -336,7 +337,7 @@ class EngineBackend:
                 if hasattr(self.pipeline, "add_listener"):
                     self.pipeline.add_listener(self._on_event)
             except Exception as exc:  # noqa: BLE001 - shown on the Loops panel
-                self._pipeline_error = f"cannot set the loops up: {_one_line(exc)}"
+                self._pipeline_error = f"cannot set the loops up: {one_line(exc)}"
                 notes.append(self._pipeline_error)
         elif s.config_path is None:
             self._pipeline_error = "no ETL configuration given: loops are not available"
@@ -351,7 +352,7 @@ class EngineBackend:
                         self._services[name].start()
                 notes.append("loops started: " + ", ".join(self._services))
             except Exception as exc:  # noqa: BLE001 - shown on the Loops panel
-                notes.append(f"cannot start the loops: {_one_line(exc)}")
+                notes.append(f"cannot start the loops: {one_line(exc)}")
         for note in notes:
             self.log.add("INFO", "console", note)
         return notes
@@ -363,7 +364,7 @@ class EngineBackend:
         self.log.add(severity, getattr(event, "service", "?"), getattr(event, "message", str(event)), getattr(event, "at", None))
 
     def _spark(self) -> Any:
-        from engine.config import load_spark_settings
+        from engine.settings.spark import load_spark_settings
         from engine.spark import get_spark
 
         return get_spark(load_spark_settings(self.settings.spark_master))
@@ -447,7 +448,7 @@ class EngineBackend:
             try:
                 views.append(loop_view(name, service.status()))
             except Exception as exc:  # noqa: BLE001
-                views.append(LoopView(name, "unknown", error=f"status failed: {_one_line(exc)}"))
+                views.append(LoopView(name, "unknown", error=f"status failed: {one_line(exc)}"))
         return views
 
     # -- control --------------------------------------------------------------------------
@@ -512,10 +513,8 @@ class EngineBackend:
         for name in reversed(LOOPS):
             service = self._services.get(name)
             if service is not None:
-                try:
+                with contextlib.suppress(Exception):  # shutting down anyway
                     service.stop()
-                except Exception:  # noqa: BLE001 - shutting down anyway
-                    pass
         if self.observer is not None:
             self.observer.close()
         if self._attached:

@@ -1,28 +1,50 @@
-"""Schemas in a Confluent-compatible Schema Registry, as zync uses them.
+"""The Schema Registry client: schemas in a Confluent-compatible registry, as zync uses them.
 
 :class:`RegistrySchemas` is the schema lookup every decoder takes
-(:data:`engine.kafka.formats.SchemaLookup`) and the one place that registers schemas:
-unknown ids become :class:`~engine.kafka.formats.SchemaNotFound` (a dead letter, not a
-crash), an unreachable registry becomes :class:`~engine.kafka.clients.RegistryUnavailable`
-(a one-line error).
+(:data:`engine.kafka.codecs.formats.SchemaLookup`) and the one place that registers
+schemas: unknown ids become :class:`~engine.kafka.codecs.formats.SchemaNotFound` (a dead
+letter, not a crash), an unreachable registry becomes :class:`RegistryUnavailable` (a
+one-line error). confluent-kafka's ``SchemaRegistryClient`` is imported only when a
+client is built (its import is heavy).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.config import RegistryProfile
 from engine.errors import ZyncError
-from engine.kafka.clients import RegistryUnavailable, registry_client, registry_where
-from engine.kafka.formats import SchemaNotFound
+from engine.kafka.codecs.formats import SchemaNotFound
+from engine.settings.registry import RegistryProfile
+
+if TYPE_CHECKING:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
 
 _NOT_FOUND = {40401, 40402, 40403}
 
 
+class RegistryUnavailable(ZyncError):
+    """The Schema Registry could not be reached or answered with an error."""
+
+
 class SchemaRejected(ZyncError):
     """The registry refused a schema (incompatible with the subject's history, or invalid)."""
+
+
+def registry_where(profile: RegistryProfile) -> str:
+    """Where the registry is, for messages (no secrets)."""
+    return f"Schema Registry at {profile.url}"
+
+
+def _client(profile: RegistryProfile, timeout: float) -> SchemaRegistryClient:
+    """confluent-kafka's ``SchemaRegistryClient`` for ``profile``."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # heavy: on use
+
+    config: dict[str, Any] = dict(profile.client_config())
+    config["timeout"] = timeout
+    config["max.retries"] = 1
+    return SchemaRegistryClient(config)
 
 
 def subject_for(topic: str, part: str) -> str:
@@ -37,7 +59,7 @@ class RegistrySchemas:
 
     def __init__(self, profile: RegistryProfile, *, timeout: float = 10.0) -> None:
         self.profile = profile
-        self._client = registry_client(profile, timeout=timeout)
+        self._client = _client(profile, timeout)
         self._by_id: dict[int, str] = {}
         self._lock = threading.Lock()
 
@@ -54,9 +76,10 @@ class RegistrySchemas:
         if cached is not None:
             return cached
         schema = self._call(lambda: self._client.get_schema(schema_id), f"schema id {schema_id}")
+        text = str(schema.schema_str)
         with self._lock:
-            self._by_id[schema_id] = schema.schema_str
-        return schema.schema_str
+            self._by_id[schema_id] = text
+        return text
 
     def register(self, subject: str, schema: str | dict[str, Any]) -> int:
         """Register an Avro schema under ``subject`` (same schema → same id)."""

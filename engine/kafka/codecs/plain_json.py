@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.kafka.formats import DecodeError
+from engine.kafka.codecs.errors import DecodeError
 
 _COMPACT = (",", ":")
 

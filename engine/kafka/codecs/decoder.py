@@ -1,109 +1,20 @@
-"""Record formats of Kafka keys and values, and one decoder interface over them.
+"""One decoder interface over the three record formats: :class:`RecordDecoder`.
 
-Three formats (DESIGN.md, decision 3):
-
-* ``AVRO``: the Confluent wire format (magic byte 0, 4-byte schema id, Avro body); the
-  writer schema is fetched through a lookup callable, so no registry code lives here.
-* ``CONNECT_JSON``: Kafka Connect's JsonConverter with ``schemas.enable=true``
-  (``{"schema": ..., "payload": ...}``).
-* ``JSON``: plain UTF-8 JSON.
-
-Every decoder returns *JSON-able* Python values (dict, list, str, int, float, bool,
-None) with the same conventions in every format, so a value can be stored as JSON text
-and read back by Spark ``from_json`` with the type :mod:`engine.kafka.types` maps its
-schema to:
-
-* bytes (Avro ``bytes``/``fixed``, Connect ``bytes``) are base64 text (standard alphabet,
-  padded), as JsonConverter writes them;
-* decimals are plain-notation strings with exactly ``scale`` digits (``"12.30"``);
-* other logical types (timestamps, dates, times, uuids) keep their underlying value
-  (a number or a string), never a rendered date;
-* NaN and infinities (not representable in JSON) become ``null``.
-
-``None`` bytes (a Kafka tombstone) decode to ``None``. Failures raise
-:class:`DecodeError`, whose ``kind`` names what went wrong.
+It decodes keys or values of one :class:`~engine.kafka.codecs.formats.Format` to the
+JSON-able values (or compact JSON text) the formats module describes, one record or a
+batch; Avro writer schemas are looked up by id once and kept, as ids are immutable in a
+registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-from engine.errors import ZyncError
-
-if TYPE_CHECKING:
-    from engine.kafka.avro import AvroSchema
-
-#: Every ``DecodeError.kind``, with what it means.
-DECODE_ERROR_KINDS: dict[str, str] = {
-    "bad-magic": "an Avro message does not start with the Confluent magic byte 0",
-    "truncated": "the bytes end before the value does",
-    "bad-avro": "the Avro body does not match its writer schema",
-    "unknown-schema-id": "the schema id is not known to the schema registry",
-    "bad-schema": "the writer schema itself is not valid",
-    "bad-json": "the bytes are not UTF-8 JSON",
-    "bad-connect-envelope": "not a Kafka Connect {schema, payload} envelope, or the "
-    "payload does not match its schema",
-}
-
-
-class DecodeError(ZyncError):
-    """A key or value that cannot be decoded.
-
-    ``kind`` is one of :data:`DECODE_ERROR_KINDS`; ``message`` says what was found, in
-    one line.
-    """
-
-    def __init__(self, kind: str, message: str) -> None:
-        if kind not in DECODE_ERROR_KINDS:
-            raise ValueError(f"unknown decode error kind {kind!r}")
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.kind, self.message))
-
-
-class SchemaNotFound(LookupError):
-    """Raised by a schema lookup callable when the registry has no schema with that id."""
-
-
-#: ``(schema_id) -> writer schema JSON text``; raises :class:`SchemaNotFound`.
-SchemaLookup = Callable[[int], str]
-
-
-class Format(Enum):
-    """How a topic's keys or values are encoded."""
-
-    AVRO = "avro"
-    CONNECT_JSON = "connect-json"
-    JSON = "json"
-
-    @classmethod
-    def parse(cls, text: str) -> Format:
-        """``"avro"``, ``"connect-json"`` (or ``connect_json``) or ``"json"``."""
-        wanted = text.strip().lower().replace("_", "-")
-        for fmt in cls:
-            if fmt.value == wanted:
-                return fmt
-        choices = ", ".join(f.value for f in cls)
-        raise ValueError(f"unknown format {text!r}: use one of {choices}")
-
-
-@dataclass(frozen=True)
-class WriterSchema:
-    """The schema a record was written with, as far as its format carries one.
-
-    ``schema`` is the Avro schema (parsed JSON) for ``AVRO``, the Connect schema dict for
-    ``CONNECT_JSON`` (``None`` when the envelope's schema is null), ``None`` for ``JSON``.
-    """
-
-    format: Format
-    schema: Any
-    schema_id: int | None = None
+from engine.kafka.codecs import avro, connect_json, plain_json
+from engine.kafka.codecs.avro import AvroSchema
+from engine.kafka.codecs.errors import DecodeError
+from engine.kafka.codecs.formats import Format, SchemaLookup, SchemaNotFound, WriterSchema
 
 
 class RecordDecoder:
@@ -127,8 +38,6 @@ class RecordDecoder:
         cached = self._avro.get(schema_id)
         if cached is not None:
             return cached
-        from engine.kafka.avro import AvroSchema
-
         assert self._lookup is not None
         try:
             text = self._lookup(schema_id)
@@ -150,47 +59,31 @@ class RecordDecoder:
         if data is None:
             return None
         if self.format is Format.AVRO:
-            from engine.kafka import avro
-
             schema_id, body = avro.split(data)
             return self.avro_schema(schema_id).decode(body)
         if self.format is Format.CONNECT_JSON:
-            from engine.kafka import connect_json
-
             return connect_json.decode(data).payload
-        from engine.kafka import json_format
-
-        return json_format.decode(data)
+        return plain_json.decode(data)
 
     def decode_json(self, data: bytes | None) -> str | None:
         """The record as compact JSON text; ``None`` for a tombstone."""
         if data is None:
             return None
         if self.format is Format.AVRO:
-            from engine.kafka import avro
-
             schema_id, body = avro.split(data)
             return self.avro_schema(schema_id).decode_json(body)
         if self.format is Format.CONNECT_JSON:
-            from engine.kafka import connect_json
-
             return connect_json.decode_json(data)
-        from engine.kafka import json_format
-
-        return json_format.decode_json(data)
+        return plain_json.decode_json(data)
 
     def writer_schema(self, data: bytes | None) -> WriterSchema | None:
         """The schema ``data`` was written with (``None`` for a tombstone)."""
         if data is None:
             return None
         if self.format is Format.AVRO:
-            from engine.kafka import avro
-
             schema_id, _ = avro.split(data)
             return WriterSchema(self.format, self.avro_schema(schema_id).schema, schema_id)
         if self.format is Format.CONNECT_JSON:
-            from engine.kafka import connect_json
-
             return WriterSchema(self.format, connect_json.decode(data).schema)
         return WriterSchema(self.format, None)
 
@@ -200,7 +93,7 @@ class RecordDecoder:
         """Each record as JSON text, ``None`` for tombstones, or its :class:`DecodeError`.
 
         Avro records are grouped by schema id and decoded in batches (see
-        :meth:`engine.kafka.avro.AvroSchema.decode_batch_to_json`); one bad record never
+        :meth:`engine.kafka.codecs.avro.AvroSchema.decode_batch_to_json`); one bad record never
         stops the others.
         """
         out: list[str | None | DecodeError] = [None] * len(datas)
@@ -211,8 +104,6 @@ class RecordDecoder:
                 except DecodeError as exc:
                     out[i] = exc
             return out
-
-        from engine.kafka import avro
 
         groups: dict[int, tuple[list[int], list[bytes]]] = {}
         for i, data in enumerate(datas):

@@ -3,7 +3,7 @@
 to-kafka delivers staging records whose keys and values are JSON text of a known Spark
 type (recorded in the pool's metadata, or the schema of a shaper's result). These
 functions give the schema a consumer sees for that type, and the JSON conventions the
-text follows (Spark ``to_json`` and zync's decoders, see :mod:`engine.kafka.formats`):
+text follows (Spark ``to_json`` and zync's decoders, see :mod:`engine.kafka.codecs.formats`):
 
 ==============================  =============================  ==========================
 Spark                           Avro                           Kafka Connect
@@ -26,13 +26,16 @@ Nullable fields, array elements and map values become ``["null", T]`` unions (de
 null) in Avro and ``optional`` in Connect; the top level of a key or value is never a
 union (a null value is a Kafka tombstone, not an Avro null).
 
-pyspark is imported inside the functions: importing this module stays cheap.
+pyspark and pyarrow are imported inside the functions (they are heavy): importing this
+module stays cheap.
 """
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
+
+from engine.kafka.codecs.connect_json import DECIMAL_NAME
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -138,8 +141,6 @@ def spark_to_connect(
 ) -> dict[str, Any]:
     """The Kafka Connect schema (JsonConverter form) of values of ``data_type``."""
     from pyspark.sql import types as T
-
-    from engine.kafka.connect_json import DECIMAL_NAME
 
     schema: dict[str, Any]
     if isinstance(data_type, T.StructType):

@@ -16,7 +16,7 @@ as ``org.apache.kafka.connect.json.JsonConverter`` writes it:
   takes the schema's default, else null if optional, else it is an error.
 
 Decoding returns JSON-able payloads with zync's conventions (see
-:mod:`engine.kafka.formats`): bytes stay base64 text; ``org.apache.kafka.connect.data.Decimal``
+:mod:`engine.kafka.codecs.formats`): bytes stay base64 text; ``org.apache.kafka.connect.data.Decimal``
 (base64 of the unscaled big-endian two's-complement integer, ``scale`` parameter; or a
 number with ``decimal.format=NUMERIC``) becomes a plain decimal string; Date, Time and
 Timestamp keep their underlying int; maps with non-string keys become objects keyed by
@@ -33,7 +33,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from engine.kafka.formats import DecodeError
+from engine.kafka.codecs import plain_json
+from engine.kafka.codecs.errors import DecodeError
 
 DECIMAL_NAME = "org.apache.kafka.connect.data.Decimal"
 
@@ -352,9 +353,7 @@ def decode(data: bytes, *, root: str = "value") -> ConnectRecord:
     ``bad-connect-envelope`` (not exactly ``schema`` + ``payload``, a malformed schema,
     or a payload that does not match it; the message names the path).
     """
-    from engine.kafka import json_format
-
-    envelope = json_format.decode(data)
+    envelope = plain_json.decode(data)
     if not isinstance(envelope, dict) or set(envelope) != {"schema", "payload"}:
         found = ", ".join(sorted(envelope)) if isinstance(envelope, dict) else _kind(envelope)
         raise DecodeError(

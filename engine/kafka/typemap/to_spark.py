@@ -1,7 +1,8 @@
-"""Spark SQL types for record schemas, so SQL sees typed structs (``value.after.ID``).
+"""Spark SQL types for record schemas (Avro, Kafka Connect, plain JSON samples), so SQL
+sees typed structs (``value.after.ID``).
 
 Pools store keys and values as JSON text, written by the decoders of
-:mod:`engine.kafka.formats`, and SQL reads them with ``from_json(col, type)``. The
+:mod:`engine.kafka.codecs.formats`, and SQL reads them with ``from_json(col, type)``. The
 types here are the ones that JSON text parses into, so the mapping follows the JSON
 form rather than the Avro/Connect type where the two differ:
 
@@ -32,7 +33,9 @@ double → DoubleType, bytes → StringType (base64) or DecimalType for
 ``org.apache.kafka.connect.data.Decimal``, struct/array/map as above; ``optional`` →
 nullable.
 
-pyspark is imported inside the functions: importing this module stays cheap.
+Types of several schema versions are merged with :func:`engine.sparktypes.merge_spark_types`.
+
+pyspark is imported inside the functions (it is heavy): importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from pyspark.sql.types import DataType, StructField
+from engine.kafka.codecs.avro_binary import PRIMITIVES
+from engine.kafka.codecs.connect_json import DECIMAL_NAME, schema_type
+from engine.sparktypes import MAX_DECIMAL_PRECISION, merge_spark_types
 
-_AVRO_PRIMITIVES = frozenset(
-    {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
-)
-_MAX_PRECISION = 38
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType
+
 
 
 def _load(schema: Any) -> Any:
@@ -152,7 +155,7 @@ def _avro(
         )
     if t == "bytes" and logical == "decimal":
         return _decimal(schema)
-    if t in _AVRO_PRIMITIVES:
+    if t in PRIMITIVES:
         return _avro(t, named, namespace, active)
     if isinstance(t, str):
         return _avro(t, named, namespace, active)
@@ -164,7 +167,7 @@ def _decimal(schema: dict[str, Any]) -> DataType:
 
     precision = schema.get("precision")
     scale = int(schema.get("scale", 0))
-    if isinstance(precision, int) and 0 < precision <= _MAX_PRECISION and 0 <= scale <= precision:
+    if isinstance(precision, int) and 0 < precision <= MAX_DECIMAL_PRECISION and 0 <= scale <= precision:
         return T.DecimalType(precision, scale)
     return T.StringType()
 
@@ -180,16 +183,14 @@ def connect_to_spark(schema: dict[str, Any] | None) -> DataType:
     """
     from pyspark.sql import types as T
 
-    from engine.kafka.connect_json import DECIMAL_NAME, schema_type
-
     if schema is None:
         return T.StringType()
     t = schema_type(schema)
     if schema.get("name") == DECIMAL_NAME and t == "bytes":
         params = schema.get("parameters") or {}
         scale = int(params.get("scale", "0"))
-        precision = int(params.get("connect.decimal.precision", str(_MAX_PRECISION)))
-        if 0 < precision <= _MAX_PRECISION and 0 <= scale <= precision:
+        precision = int(params.get("connect.decimal.precision", str(MAX_DECIMAL_PRECISION)))
+        if 0 < precision <= MAX_DECIMAL_PRECISION and 0 <= scale <= precision:
             return T.DecimalType(precision, scale)
         return T.StringType()
     simple = {
@@ -285,71 +286,3 @@ def _no_nulltype(dtype: DataType) -> DataType:
     if isinstance(dtype, T.MapType):
         return T.MapType(dtype.keyType, _no_nulltype(dtype.valueType), dtype.valueContainsNull)
     return dtype
-
-
-_INTEGRAL_ORDER = ("ByteType", "ShortType", "IntegerType", "LongType")
-
-
-def merge_spark_types(a: DataType, b: DataType) -> DataType:
-    """A type both ``a`` and ``b`` values parse into (e.g. two schema versions).
-
-    Structs: union of fields (``a``'s order, then ``b``'s new fields; all nullable where
-    either is, and fields missing on one side become nullable). Arrays and maps merge
-    their elements. Integral types widen to the larger; integral with float/double
-    gives DoubleType; decimals widen to cover both. NullType yields to the other type.
-    Any other conflict gives StringType, whose ``from_json`` value is the JSON text.
-    """
-    from pyspark.sql import types as T
-
-    if a == b:
-        return a
-    if isinstance(a, T.NullType):
-        return b
-    if isinstance(b, T.NullType):
-        return a
-    if isinstance(a, T.StructType) and isinstance(b, T.StructType):
-        b_fields = {f.name: f for f in b.fields}
-        merged: list[StructField] = []
-        for f in a.fields:
-            other = b_fields.get(f.name)
-            if other is None:
-                merged.append(T.StructField(f.name, f.dataType, True, f.metadata))
-            else:
-                merged.append(
-                    T.StructField(
-                        f.name,
-                        merge_spark_types(f.dataType, other.dataType),
-                        f.nullable or other.nullable,
-                        f.metadata,
-                    )
-                )
-        a_names = {f.name for f in a.fields}
-        merged.extend(
-            T.StructField(f.name, f.dataType, True, f.metadata)
-            for f in b.fields
-            if f.name not in a_names
-        )
-        return T.StructType(merged)
-    if isinstance(a, T.ArrayType) and isinstance(b, T.ArrayType):
-        return T.ArrayType(
-            merge_spark_types(a.elementType, b.elementType), a.containsNull or b.containsNull
-        )
-    if isinstance(a, T.MapType) and isinstance(b, T.MapType):
-        return T.MapType(
-            merge_spark_types(a.keyType, b.keyType),
-            merge_spark_types(a.valueType, b.valueType),
-            a.valueContainsNull or b.valueContainsNull,
-        )
-    a_name, b_name = type(a).__name__, type(b).__name__
-    if a_name in _INTEGRAL_ORDER and b_name in _INTEGRAL_ORDER:
-        return a if _INTEGRAL_ORDER.index(a_name) >= _INTEGRAL_ORDER.index(b_name) else b
-    numeric = (*_INTEGRAL_ORDER, "FloatType", "DoubleType")
-    if a_name in numeric and b_name in numeric:
-        return T.DoubleType()
-    if isinstance(a, T.DecimalType) and isinstance(b, T.DecimalType):
-        scale = max(a.scale, b.scale)
-        integral = max(a.precision - a.scale, b.precision - b.scale)
-        if integral + scale <= _MAX_PRECISION:
-            return T.DecimalType(integral + scale, scale)
-        return T.StringType()
-    return T.StringType()
