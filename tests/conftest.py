@@ -43,7 +43,7 @@ def lake(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A Tansu broker (memory storage) on a free port, for the whole session."""
+    """An Apache Kafka broker (KRaft) on a free port, for the whole session."""
     from tests.stack import start_broker
 
     running = start_broker(tmp_path_factory.mktemp("broker"))

@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("engine.from_kafka")
 
 #: A workers group rebalances eagerly (every member gives everything back, then gets its
-#: share): one round per rebalance, where Tansu makes every round wait
-#: (docs/design.md#the-embedded-stack); what a worker gives back costs only its buffered
-#: rows (positions are in the pool).
+#: share): one round per rebalance; what a worker gives back costs only its buffered rows
+#: (positions are in the pool).
 WORKERS_ASSIGNMENT = "range,roundrobin"
 
 

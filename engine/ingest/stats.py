@@ -26,10 +26,8 @@ class PartitionStats:
 
     @property
     def lag(self) -> int | None:
-        """Records in Kafka after the pool's position (never negative; None: unknown).
-
-        From the high watermark, which Tansu can report behind the log's end: a lag of 0
-        there means "probably caught up", never a position."""
+        """Records in Kafka after the pool's position (never negative; None: unknown),
+        from the high watermark: a figure for people, never a position."""
         if self.high is None:
             return None
         done = self.lake_offset + 1 if self.lake_offset is not None else (self.low or 0)

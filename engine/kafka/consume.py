@@ -8,11 +8,9 @@
 milliseconds since the epoch (None when the broker gave none).
 
 Where to start: the beginning of every partition, a given offset, the end (only new
-records: the default), or a consumer group's committed position (``group``; offsets of
-the records handed out are committed as it goes, so the group resumes after them). The
-end is the broker's high watermark: the embedded broker (Tansu) reports the base offset
-of its last batch + 1 there (docs/design.md#the-embedded-stack), so after a multi-record batch the rest of that
-batch shows too.
+records: the default, from the broker's high watermark), or a consumer group's committed
+position (``group``; offsets of the records handed out are committed as it goes, so the
+group resumes after them).
 
 Formats: ``auto`` (the default) looks at each record (:func:`engine.kafka.codecs.detect.sniff`):
 magic byte 0 and a schema registry → Confluent Avro; a ``{"schema", "payload"}`` object →

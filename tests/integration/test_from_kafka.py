@@ -429,8 +429,8 @@ def test_workers_group_starts_at_the_pools_positions_and_hands_over_on_stop(kafk
     check.close()
     assert [(c.partition, c.offset) for c in committed] == [(0, 100), (1, 100)]
 
-    # --exit-after counts from the group's assignment, not from the start (joining takes
-    # seconds on Tansu): a lone worker of a new group still reads everything, then exits
+    # --exit-after counts from the group's assignment, not from the start (joining a group
+    # takes a moment): a lone worker of a new group still reads everything, then exits
     lake.create_pool("wg2")
     stats = Ingest([IngestInput(topic, "wg2")], lake=lake, kafka=kafka,
                    options=IngestOptions(workers_group=name("wg"), exit_after=1.0)).run()

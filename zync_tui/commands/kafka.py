@@ -474,7 +474,7 @@ def info(
 ) -> None:
     """Show a topic's partitions with their low and high watermarks.
 
-    The watermarks are the broker's view: the embedded broker (Tansu) can report a high watermark below the end of the log (the base offset of its last batch), so use `zync consume` to know exactly what a partition holds.
+    The low watermark is the first offset the partition still holds, the high watermark the offset its next record gets (with transactions, it includes the markers that close them).
     """
     from engine.kafka.clients import consumer, topic_partitions, watermarks
 
