@@ -14,13 +14,21 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from engine.deliver.avro_bodies import MARKER_FIELD, container_bodies, marker_field
 from engine.deliver.errors import DeliveryError, TypeMismatch
 from engine.deliver.json_convert import json_converter
 from engine.kafka.formats import Format
+from engine.kafka.spark_schemas import (
+    avro_shape,
+    spark_to_arrow,
+    spark_to_avro,
+    spark_to_connect,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -66,10 +74,6 @@ class AvroPart:
     """
 
     def __init__(self, data_type: DataType, name: str) -> None:
-        import fastavro
-
-        from engine.kafka.spark_schemas import spark_to_arrow, spark_to_avro
-
         self.data_type = data_type
         self.name = name
         self.schema = spark_to_avro(data_type, name)
@@ -100,9 +104,7 @@ class AvroPart:
         return [next(found) if valid else None for valid in texts.is_valid().to_pylist()]
 
     def _fast_bodies(self, texts: pa.Array, header: bytes) -> list[bytes] | None:
-        import polars as pl
-
-        from engine.kafka.spark_schemas import avro_shape
+        import polars as pl  # deferred: polars is slow to import
 
         self._check_fields(texts)
         lines = pc.binary_join_element_wise(texts, "", "\n")
@@ -123,8 +125,6 @@ class AvroPart:
             return None
         container = buf.getvalue()
         if self._fast is None:
-            import fastavro
-
             schema = cast("dict[str, Any]", fastavro.reader(io.BytesIO(container)).writer_schema)
             writer = {**schema, "fields": schema["fields"][1:]}
             self._fast = avro_shape(writer) == avro_shape(self.schema)
@@ -134,8 +134,6 @@ class AvroPart:
 
     def _check_fields(self, texts: pa.Array) -> None:
         """:class:`TypeMismatch` when the texts hold a field the type does not have."""
-        import pyarrow.json as pj
-
         if len(texts) > STRICT_SAMPLE:
             step = len(texts) / STRICT_SAMPLE
             texts = texts.take(pa.array([int(i * step) for i in range(STRICT_SAMPLE)], pa.int64()))
@@ -153,8 +151,6 @@ class AvroPart:
             # anything else: the encoders say which record is wrong
 
     def _fastavro_bodies(self, texts: Sequence[str]) -> list[bytes]:
-        import fastavro
-
         out = []
         convert, parsed = self._convert, self.parsed
         paused = gc.isenabled()
@@ -192,8 +188,6 @@ class PartCodec:
         if fmt is Format.AVRO and data_type is not None:
             self.avro = AvroPart(data_type, name)
         elif fmt is Format.CONNECT_JSON:
-            from engine.kafka.spark_schemas import spark_to_connect
-
             schema = None if data_type is None else spark_to_connect(data_type, name=name)
             self._connect_prefix = (
                 '{"schema":' + json.dumps(schema, separators=(",", ":")) + ',"payload":'

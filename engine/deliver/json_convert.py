@@ -24,7 +24,7 @@ def json_converter(data_type: DataType, where: str = "value") -> Converter | Non
     """A function making a JSON value of ``data_type`` Avro-ready for fastavro, or None
     when it already is. A struct value with a field the type lacks raises
     :class:`TypeMismatch` (Avro would drop it silently)."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: the engine imports without pyspark
 
     if isinstance(data_type, T.StructType):
         convs = [

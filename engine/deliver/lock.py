@@ -13,17 +13,12 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from engine.config import KafkaProfile, zync_home
 from engine.deliver.errors import DeliveryBusy
-
-if TYPE_CHECKING:
-    from engine.config import KafkaProfile
 
 
 def lock_path(kafka: KafkaProfile, topic: str, home: Path | None = None) -> Path:
-    from engine.config import zync_home
-
     digest = hashlib.sha1(f"{kafka.bootstrap_servers}\0{topic}".encode()).hexdigest()[:12]
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in topic)[:80]
     return (home or zync_home()) / "locks" / f"to-kafka-{safe}-{digest}.lock"

@@ -166,7 +166,7 @@ class Delivery:
             stop.wait(self.poll_interval)
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
-        from engine.lake.pools import PoolError
+        from engine.lake.pools import PoolError  # deferred: deltalake
 
         announced = False
         while True:
@@ -193,7 +193,7 @@ class Delivery:
     def _open_kafka(self) -> list[int]:
         """The topic's partitions (the topic created if missing), with the transactional
         producer started."""
-        from engine.kafka.clients import ensure_topic
+        from engine.kafka.clients import ensure_topic  # deferred: confluent_kafka
 
         partitions, created = ensure_topic(
             self.kafka, self.topic, partitions=self.partitions_wanted, replication=self.replication

@@ -111,6 +111,7 @@ def read_positions(
     ours); when none has the header, reads a window four times larger, down to the start
     of the partition.
     """
+    # deferred: confluent_kafka (librdkafka)
     from confluent_kafka import KafkaException, TopicPartition
 
     from engine.kafka.clients import consumer, watermarks

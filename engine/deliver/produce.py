@@ -51,6 +51,7 @@ class Transactions:
         return self._producer
 
     def start(self) -> None:
+        # deferred: confluent_kafka (librdkafka)
         from confluent_kafka import KafkaException
 
         from engine.kafka.clients import producer
@@ -73,7 +74,7 @@ class Transactions:
         """Produce ``batch`` in one transaction (``write`` produces its messages); the
         number of messages produced. On an abortable error: abort, read the positions
         back from the topic, produce what is still missing."""
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaException  # deferred: librdkafka
 
         for _ in range(5):
             if not len(batch):

@@ -48,6 +48,7 @@ class StagingReader:
         tables of about ``batch_records`` rows. Files are read in seqno order (commit
         order), which is offset order for the ETL's commits; when it is not (compacted
         files), the rest is read whole and sorted."""
+        # deferred: pyarrow.dataset is slow to import; deltalake
         import pyarrow.dataset as ds
 
         from engine.lake.delta import arrow_schema
@@ -189,6 +190,7 @@ class StagingReader:
 
     def _version_rows(self, version: int) -> pa.Table:
         """Records of the topic in the files that ``version`` added."""
+        # deferred: pyarrow.dataset is slow to import; deltalake
         import pyarrow.dataset as ds
 
         from engine.lake.delta import arrow_schema
@@ -223,7 +225,7 @@ class StagingReader:
 def latest_images(table: pa.Table) -> dict[str, str]:
     """The latest image (non-null value) of every key among the rows of ``table``
     (columns offset, key, value)."""
-    import polars as pl
+    import polars as pl  # deferred: polars is slow to import
 
     if not table.num_rows:
         return {}

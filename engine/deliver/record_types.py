@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from engine.kafka.formats import Format
+from engine.kafka.types import json_value_to_spark
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -62,8 +63,6 @@ class RecordTypes:
         """Type the fields the staged JSON of ``rows`` (and ``images``, values staged
         before) holds but the recorded type lacks from the JSON itself; the names of the
         fields added (``[]``: nested ones), or None when that changed nothing."""
-        from engine.kafka.types import json_value_to_spark
-
         values = [json.loads(t) for t in rows.values.to_pylist() if t is not None]
         values += [json.loads(t) for t in images]
         keys = [json.loads(t) for t in rows.keys.to_pylist() if t is not None]
@@ -85,7 +84,7 @@ class RecordTypes:
 def add_missing(base: DataType | None, extra: DataType | None) -> DataType | None:
     """``base`` with the struct fields only ``extra`` has appended (nullable), nested
     structs and arrays of structs included; ``base``'s own types are kept."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: the engine imports without pyspark
 
     if base is None:
         return extra
@@ -116,6 +115,6 @@ def add_missing(base: DataType | None, extra: DataType | None) -> DataType | Non
 
 
 def field_names(data_type: DataType | None) -> set[str]:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: the engine imports without pyspark
 
     return set(data_type.fieldNames()) if isinstance(data_type, T.StructType) else set()

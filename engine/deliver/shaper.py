@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.deliver.errors import DeliveryError
+from engine.lake.envelope import POOL_SCHEMA
+from engine.spark import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,8 +55,6 @@ class Shaper:
     def _spark(self) -> SparkSession:
         if self._spark_factory is not None:
             return self._spark_factory()
-        from engine.spark import get_spark
-
         return get_spark()
 
     def types(self) -> tuple[DataType, DataType]:
@@ -66,10 +66,10 @@ class Shaper:
         """The shaper's result over the topic's records with ``low <= offset <= high``
         (an empty range gives the result's schema)."""
         assert self.sql is not None
+        # deferred: pyspark, and deltalake behind the lake modules
         from pyspark.sql import functions as F
 
         from engine.lake.delta import spark_schema
-        from engine.lake.envelope import POOL_SCHEMA
         from engine.lake.pools import parse_json_column
 
         pool, topic = self.reader.pool, self.reader.topic
@@ -113,6 +113,7 @@ class Shaper:
         """Rows (offset, key, value[, time]) reshaped by the shaper, if there is one."""
         if self.sql is None or not table.num_rows:
             return table
+        # deferred: pyspark, and the ETL package behind json_text
         from pyspark.sql import functions as F
 
         from engine.etl.rules import json_text

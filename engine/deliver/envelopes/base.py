@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 from engine.deliver.encode import PartCodec
 from engine.deliver.errors import DeliveryError, TypeMismatch
 from engine.deliver.rows import Batch, Rows
+from engine.kafka.spark_schemas import avro_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -117,8 +118,6 @@ class Envelope(ABC):
             self.build_codecs(*types)
 
     def build_codecs(self, key_type: DataType | None, value_type: DataType | None) -> None:
-        from engine.kafka.spark_schemas import avro_name
-
         base = avro_name(self.parts.topic)
         self.key_codec = PartCodec(self.parts.format, key_type, f"{base}_key")
         self.value_codec = PartCodec(self.parts.format, value_type, f"{base}_value")
@@ -126,8 +125,7 @@ class Envelope(ABC):
 
     def schemas(self) -> RegistrySchemas:
         if self._schemas is None:
-            # deferred: the registry client loads confluent_kafka's schema_registry
-            from engine.kafka.schemas import RegistrySchemas
+            from engine.kafka.schemas import RegistrySchemas  # deferred: confluent_kafka
 
             assert self.parts.registry is not None
             self._schemas = RegistrySchemas(self.parts.registry)

@@ -49,6 +49,7 @@ from engine.deliver.read import latest_images
 from engine.deliver.rows import Batch, Rows
 from engine.kafka.avro import zigzag_long
 from engine.kafka.formats import Format
+from engine.kafka.spark_schemas import avro_name, spark_to_connect
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -81,8 +82,6 @@ class DifferentialEnvelope(Envelope):
         self.resume_time = min(known) if self.parts.ledger.complete() and known else 0
 
     def register(self, key_type: DataType | None, value_type: DataType | None) -> None:
-        from engine.kafka.spark_schemas import spark_to_connect
-
         key_codec, value_codec = self.codecs()
         topic = self.parts.topic
         if self.parts.format is Format.AVRO:
@@ -272,8 +271,6 @@ class DifferentialEnvelope(Envelope):
 
 def differential_schema(topic: str, key: Any, value: Any) -> dict[str, Any]:
     """The Avro schema of differential messages for Avro key and value schemas."""
-    from engine.kafka.spark_schemas import avro_name
-
     base = avro_name(topic)
     key_schema = key if key is not None else "string"
     value_schema = value if value is not None else "string"
