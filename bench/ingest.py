@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--records 1000000]
 
-1. Starts a private Tansu broker and Schema Registry (engine.devstack, free ports, a
+1. Starts a private Apache Kafka broker and Schema Registry (engine.local, free ports, a
    temporary directory; both stopped at the end).
 2. Produces N Debezium-like change events (Avro, Confluent wire format, ~200 bytes: an
    update with ``before``, ``after``, ``source`` and ``transaction``; Avro keys) to a

@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/latency.py [--commits 200] [--records 1000000] [--format avro]
 
-1. Starts a private Tansu broker and Schema Registry (engine.devstack, free ports, a
+1. Starts a private Apache Kafka broker and Schema Registry (engine.local, free ports, a
    temporary directory; both stopped at the end), and a lake in the same directory.
-2. **Latency**: a continuous :class:`engine.to_kafka.Delivery` runs on a staging pool
+2. **Latency**: a continuous :class:`engine.deliver.loop.Delivery` runs on a staging pool
    while ``--commits`` small staging commits (5 records each, 50-300 ms apart) are made;
    a read_committed consumer notes when each record shows up. Latency of a commit = the
    moment its last record is visible to the consumer - the moment the Delta commit
@@ -105,8 +105,8 @@ def _stage(pool: Any, topic: str, first: int, count: int) -> int:
 def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dict[str, float]:
     from confluent_kafka import TopicPartition
 
+    from engine.deliver.loop import Delivery
     from engine.kafka.clients import consumer, ensure_topic
-    from engine.to_kafka import Delivery
 
     topic = f"latency-{int(time.time())}"
     pool = lake.create_pool("LatencyStaging", "staging", exist_ok=True)
@@ -160,9 +160,10 @@ def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dic
 
 
 def throughput(lake: Any, kafka: Any, registry: Any, records: int, fmt: str) -> dict[str, float]:
+    from engine.deliver.encode import PartCodec
+    from engine.deliver.loop import Delivery
     from engine.kafka.clients import ensure_topic, producer
     from engine.kafka.codecs.formats import Format
-    from engine.to_kafka import Delivery, PartCodec
 
     topic = f"throughput-{int(time.time())}"
     pool = lake.create_pool("BenchStaging", "staging", exist_ok=True)

@@ -6,7 +6,7 @@ Three services make a pipeline out of one ETL configuration (:class:`Pipeline`):
   ``inputs`` (Kafka topics → raw pools);
 * :class:`EtlService` — an :class:`engine.etl.EtlRunner` pass whenever a raw pool gets a
   new commit, at most every ``etl_interval`` seconds (raw → staging);
-* :class:`ToKafkaService` — one continuous :class:`engine.to_kafka.Delivery` per output
+* :class:`ToKafkaService` — one continuous :class:`engine.deliver.loop.Delivery` per output
   topic (staging → Kafka).
 
 Every service runs in its own thread (:meth:`Service.start`), stops cleanly
@@ -15,7 +15,7 @@ answers :meth:`Service.status` from any thread with a :class:`ServiceStatus` sna
 ``state`` (``stopped``, ``starting``, ``running``, ``stopping``, ``failed``), the last
 commit, a recent rate, the last error, and ``detail``, the wrapped loop's own snapshot
 (:class:`engine.ingest.stats.IngestStats`, the last :class:`engine.etl.PassResult`, a
-tuple of :class:`engine.to_kafka.DeliveryStatus`).
+tuple of :class:`engine.deliver.status.DeliveryStatus`).
 
 Listeners (``on_event``) receive a :class:`ServiceEvent` per thing that happened — a
 commit, a pass, a delivery, an error — whose ``message`` is one line of words: `zync run`
@@ -40,6 +40,8 @@ from engine.errors import ZyncError, one_line
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from engine.deliver.loop import Delivery
+    from engine.deliver.status import DeliveryEvent, DeliveryStatus
     from engine.etl.config import EtlConfig
     from engine.etl.run import EtlRunner, PassResult
     from engine.ingest.loop import Ingest
@@ -47,7 +49,6 @@ if TYPE_CHECKING:
     from engine.lake.pools import Lake
     from engine.settings.kafka import KafkaProfile
     from engine.settings.registry import RegistryProfile
-    from engine.to_kafka import Delivery, DeliveryEvent, DeliveryStatus
 
 STOPPED = "stopped"
 STARTING = "starting"
@@ -528,7 +529,7 @@ class ToKafkaService(Service):
         return tuple(d.status() for d in self._deliveries)
 
     def _run(self, stop: threading.Event) -> None:
-        from engine.to_kafka import Delivery
+        from engine.deliver.loop import Delivery
 
         self._deliveries = [
             Delivery(self.lake, pool, topic, **self._options) for pool, topic in self.outputs

@@ -245,7 +245,7 @@ def profiles(broker: Any, registry: Any = None) -> tuple[Any, Any]:
 def deliver(
     lake: Lake, topic: str, kafka: Any, registry: Any = None, pool: str = "Staging", **options: Any
 ) -> Any:
-    from engine.to_kafka import Delivery
+    from engine.deliver.loop import Delivery
 
     events: list[Any] = []
     delivery = Delivery(lake, pool, topic, kafka=kafka, registry=registry, **options)
@@ -349,7 +349,8 @@ def test_connect_json_and_preexisting_records_without_header(lake, broker) -> No
 def test_continuous_delivers_new_commits_quickly_and_refuses_a_second_delivery(
     lake, broker
 ) -> None:
-    from engine.to_kafka import Delivery, DeliveryBusy
+    from engine.deliver.errors import DeliveryBusy
+    from engine.deliver.loop import Delivery
 
     kafka, _ = profiles(broker)
     topic = unique("Live")
@@ -460,7 +461,8 @@ def test_fast_avro_encoding_matches_fastavro_and_refuses_unknown_fields() -> Non
 
     from pyspark.sql import types as T
 
-    from engine.to_kafka import AvroPart, TypeMismatch
+    from engine.deliver.encode import AvroPart
+    from engine.deliver.errors import TypeMismatch
 
     value_type = T.StructType(
         [

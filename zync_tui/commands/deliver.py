@@ -155,7 +155,7 @@ def to_kafka(
 
     Give -t TOPIC -p POOL, or an ETL configuration whose outputs to deliver. Creates missing topics. The position is read back from the topic on start, so a restart (even after kill -9) neither loses nor repeats a record. One to-kafka per topic at a time.
     """
-    from engine.to_kafka import deliver_outputs
+    from engine.deliver.loop import deliver_outputs
 
     if config is not None:
         if topic or pool:

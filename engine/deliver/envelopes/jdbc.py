@@ -1,0 +1,198 @@
+"""The ``jdbc`` envelope (the default): each record's key and value as the ETL made
+them, for a Kafka Connect JDBC sink. A NULL value is a tombstone (the sink deletes the
+row). Avro schemas are derived from the Spark types recorded in the pool and registered
+under ``<topic>-key`` and ``<topic>-value``.
+
+Messages carry the position header ``zync.offset``: all of them in a transaction of up
+to :data:`~engine.deliver.positions.ANCHOR_EVERY` messages per partition (what
+continuous delivery makes), only the anchors in a larger one (a catch-up). A pass
+streams: the first transaction is small (:data:`~engine.deliver.read.FIRST_TRANSACTION`)
+so that producing starts while the rest is still read and encoded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.deliver.envelopes.base import Envelope, Send
+from engine.deliver.positions import ANCHOR_EVERY, Position, anchor_headers
+from engine.deliver.read import FIRST_TRANSACTION
+from engine.deliver.rows import Batch, Rows
+from engine.deliver.stream import produce_ahead
+from engine.kafka.codecs.formats import Format
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType
+
+    from engine.deliver.produce import Transactions
+
+#: Rows not delivered yet, with their partition: one for all, or one each.
+Selected = tuple[Rows, int | None, list[int] | None]
+
+
+class JdbcEnvelope(Envelope):
+    """Key and value as staged; anchors carry the positions."""
+
+    name = "jdbc"
+    counts_after = True
+
+    def resume(self, found: Mapping[int, Position | None]) -> None:
+        ledger = self.parts.ledger
+        lowest = ledger.lowest()
+        self.next_offset = lowest + 1 if ledger.complete() and lowest is not None else 0
+
+    def register(self, key_type: DataType | None, value_type: DataType | None) -> None:
+        if self.parts.format is not Format.AVRO:
+            return
+        schemas = self.schemas()
+        topic = self.parts.topic
+        for codec, subject in zip(self.codecs(), (f"{topic}-key", f"{topic}-value"), strict=True):
+            if codec.avro is not None:
+                codec.schema_id = schemas.register(subject, codec.avro_schema)
+
+    def deliver(self, since: int, version: int, stop: threading.Event, send: Send) -> bool:
+        return produce_ahead(
+            self._chunks(since, version),
+            self._select,
+            self._encode,
+            self.make_batch,
+            send,
+            stop,
+            self.parts.topic,
+        )
+
+    def build(self, rows: Rows) -> Batch:
+        return self._encode(self._select(rows))
+
+    def _chunks(self, since: int, version: int) -> Iterator[Rows]:
+        """The records to deliver up to ``version``, checked contiguous, in chunks of at
+        most ``batch_records`` (a transaction each), read as they are needed."""
+        reader = self.parts.reader
+        if since < 0:
+            tables: Iterator[pa.Table] = reader.snapshot_tables(self.next_offset)
+        else:
+            changes = reader.changes(since + 1, version)
+            tables = iter(
+                [changes.filter(pc.greater_equal(changes.column("offset"), self.next_offset))]
+            )
+        sizes = self._ramp()
+        for table in tables:
+            yield from self.slices(self.take_rows(table), sizes)
+
+    def _ramp(self) -> Iterator[int]:
+        """Transaction sizes of a pass: small at first, so that producing starts while
+        the next records are still read and encoded, then ``batch_records``."""
+        size = min(FIRST_TRANSACTION, self.parts.batch_records)
+        while True:
+            yield size
+            size = min(size * 4, self.parts.batch_records)
+
+    def _select(self, rows: Rows) -> Selected:
+        """The records of ``rows`` not delivered yet, with their partition (one for all,
+        or one each). Called once per record, in offset order."""
+        ledger = self.parts.ledger
+        if len(ledger.partitions) == 1:
+            partition = ledger.partitions[0]
+            last = ledger.last.get(partition)
+            skip = 0 if last is None else bisect.bisect_right(rows.offsets, last[0])
+            if skip:
+                rows = rows.slice(skip, len(rows))
+            return rows, partition, None
+        partitions = [
+            ledger.partition_of(k, o)
+            for k, o in zip(rows.keys.to_pylist(), rows.offsets, strict=True)
+        ]
+        keep = [
+            i
+            for i, (p, o) in enumerate(zip(partitions, rows.offsets, strict=True))
+            if not ledger.claim(p, o)
+        ]
+        if len(keep) != len(rows):
+            rows = rows.take(keep)
+            partitions = [partitions[i] for i in keep]
+        return rows, None, partitions
+
+    def _encode(self, selected: Selected) -> Batch:
+        rows, partition, partitions = selected
+        keys, values = self.codecs()
+        return Batch(
+            rows.offsets,
+            keys.encode(rows.keys),
+            values.encode(rows.values),
+            partition=partition,
+            partitions=partitions,
+        )
+
+    def write(self, batch: Batch, out: Transactions) -> None:
+        if batch.partition is not None:
+            _write_one_partition(batch, out)
+        else:
+            _write_partitioned(batch, out)
+
+
+def _write_one_partition(batch: Batch, out: Transactions) -> None:
+    """To one partition: the hot loop. Only anchors (every ANCHOR_EVERY-th message, and
+    the first and last) carry headers: headers cost as much as the rest of a produce
+    call."""
+    assert batch.partition is not None
+    produce, send = out.producer.produce, out.send
+    topic, partition = out.topic, batch.partition
+    values, keys, offsets = batch.values, batch.keys, batch.offsets
+    count = len(offsets)
+    if count <= ANCHOR_EVERY:  # a small transaction: every message says where it is
+        for i, (value, key, offset) in enumerate(zip(values, keys, offsets, strict=True)):
+            send(value, key, partition, anchor_headers(offset, i == count - 1))
+        return
+    for start in range(0, count, ANCHOR_EVERY):
+        stop = min(start + ANCHOR_EVERY, count)
+        send(
+            values[start],
+            keys[start],
+            partition,
+            anchor_headers(offsets[start], start == count - 1),
+        )
+        plain_stop = stop - 1 if stop == count else stop
+        for value, key in zip(
+            values[start + 1 : plain_stop], keys[start + 1 : plain_stop], strict=True
+        ):
+            try:
+                produce(topic, value, key, partition=partition)
+            except BufferError:
+                send(value, key, partition, None)
+        if stop == count and count - 1 > start:
+            send(values[-1], keys[-1], partition, anchor_headers(offsets[-1], True))
+
+
+def _write_partitioned(batch: Batch, out: Transactions) -> None:
+    produce, send = out.producer.produce, out.send
+    topic = out.topic
+    partitions = batch.partition_list()
+    last_of: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    for i, partition in enumerate(partitions):
+        last_of[partition] = i
+        sizes[partition] = sizes.get(partition, 0) + 1
+    dense = {p for p, n in sizes.items() if n <= ANCHOR_EVERY}
+    seen: dict[int, int] = {}
+    for i, (value, key, offset, partition) in enumerate(
+        zip(batch.values, batch.keys, batch.offsets, partitions, strict=True)
+    ):
+        n = seen.get(partition, 0)
+        seen[partition] = n + 1
+        last = last_of[partition] == i
+        if n % ANCHOR_EVERY == 0 or last or partition in dense:
+            send(value, key, partition, anchor_headers(offset, last))
+            continue
+        try:
+            produce(topic, value, key, partition=partition)
+        except BufferError:
+            send(value, key, partition, None)
+
+
+ENVELOPE = JdbcEnvelope

@@ -1,0 +1,99 @@
+"""What is delivered, per partition, and which partition each record goes to.
+
+Each record's partition is a pure function of its key (CRC-32 of the key's JSON text
+modulo the partition count; records without a key go by pool offset), so after a
+restart every record is skipped or produced by comparing its position with *its*
+partition's last position. This stays exactly once even on a broker that shows the
+records of aborted transactions to read_committed consumers (the embedded Tansu does):
+whatever a consumer can see counts as delivered, per partition, and the rest follows.
+(Records someone else writes into the topic between our anchors while a transaction is
+cut short would be counted as ours: the output topic belongs to to-kafka.)
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+
+from engine.deliver.positions import Position
+from engine.deliver.rows import Batch
+
+
+class Ledger:
+    """The last delivered (offset, step) of each partition of the topic.
+
+    With ``counts_after`` (jdbc), records read back after a partition's last anchor carry
+    no header: with one partition their count gives the position at once; with several,
+    the next records of each partition are claimed one by one (:meth:`claim`) until the
+    count is used up.
+    """
+
+    def __init__(self, partitions: Sequence[int], *, counts_after: bool) -> None:
+        self.partitions = list(partitions)
+        self.counts_after = counts_after
+        self.last: dict[int, tuple[int, int]] = {}  # partition -> (offset, step) delivered
+        self.after: dict[int, int] = {}  # partition -> records delivered after `last`
+
+    def take(self, found: Mapping[int, Position | None]) -> None:
+        """Positions read back from the topic (:func:`~engine.deliver.positions.read_positions`)."""
+        self.last = {}
+        self.after = {}
+        for partition, position in found.items():
+            if position is None:
+                continue
+            after = position.after if self.counts_after else 0
+            if len(self.partitions) == 1:
+                self.last[partition] = (position.offset + after, position.step)
+            else:
+                self.last[partition] = (position.offset, position.step)
+                if after:
+                    self.after[partition] = after
+
+    def complete(self) -> bool:
+        """Every partition holds a position."""
+        return len(self.last) == len(self.partitions)
+
+    def lowest(self) -> int | None:
+        return min((o for o, _ in self.last.values()), default=None)
+
+    def highest(self) -> int | None:
+        return max((o for o, _ in self.last.values()), default=None)
+
+    def partition_of(self, key: str | None, offset: int) -> int:
+        count = len(self.partitions)
+        if count == 1:
+            return self.partitions[0]
+        if key is None:
+            return offset % count
+        return zlib.crc32(key.encode("utf-8")) % count
+
+    def delivered(self, partition: int, offset: int, step: int = 0) -> bool:
+        last = self.last.get(partition)
+        return last is not None and (offset, step) <= last
+
+    def claim(self, partition: int, offset: int, step: int = 0) -> bool:
+        """Whether the record at ``offset`` (``step``) of ``partition`` was delivered;
+        called once per record in offset order (it uses up the count read after the last
+        anchor)."""
+        if self.delivered(partition, offset, step):
+            return True
+        if self.after.get(partition):
+            self.after[partition] -= 1
+            self.last[partition] = (offset, step)
+            return True
+        return False
+
+    def unclaimed(self, batch: Batch) -> Batch:
+        """The messages of ``batch`` not delivered (after positions were read back)."""
+        return batch.keep(
+            [i for i, (p, o, st) in enumerate(batch.positions()) if not self.claim(p, o, st)]
+        )
+
+    def note(self, batch: Batch) -> None:
+        """``batch`` was committed."""
+        if batch.partition is not None:
+            steps = batch.steps
+            self.last[batch.partition] = (batch.offsets[-1], 0 if steps is None else steps[-1])
+        else:
+            for p, o, st in batch.positions():
+                self.last[p] = (o, st)  # positions grow within a partition

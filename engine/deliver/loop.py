@@ -1,0 +1,317 @@
+"""The delivery loop: :class:`Delivery` delivers one topic of a staging pool to Kafka,
+exactly once, composing the lock, the positions read back, the staging reader, the
+envelope and the transactional producer; :func:`deliver_outputs` runs several."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.deliver.envelopes import envelope_named
+from engine.deliver.envelopes.base import Envelope, Parts
+from engine.deliver.errors import DeliveryError
+from engine.deliver.ledger import Ledger
+from engine.deliver.lock import topic_lock
+from engine.deliver.positions import read_positions
+from engine.deliver.produce import Transactions, transactional_id
+from engine.deliver.read import StagingReader
+from engine.deliver.record_types import RecordTypes
+from engine.deliver.rows import Batch, Rows
+from engine.deliver.shaper import Shaper, load_shaper
+from engine.deliver.status import DeliveryEvent, DeliveryStatus, StatusBoard
+from engine.errors import ZyncError
+from engine.kafka.codecs.formats import Format
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from engine.lake.pools import Lake, Pool
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
+
+#: Records per Kafka transaction (a transaction also never spans a partial read).
+BATCH_RECORDS = 100_000
+#: How often the staging pool's Delta log is polled in continuous mode, in seconds.
+POLL_INTERVAL = 0.2
+
+
+class Delivery:
+    """Delivers one topic of a staging pool to Kafka, exactly once.
+
+    ``run()`` delivers what is staged and returns; with ``continuous=True`` it keeps
+    polling the pool's Delta log (every ``poll_interval`` seconds) until ``stop`` is
+    set, then finishes the transaction in flight and returns. ``status()`` may be
+    called from any thread.
+    """
+
+    def __init__(
+        self,
+        lake: Lake,
+        pool: str,
+        topic: str,
+        *,
+        kafka: KafkaProfile,
+        registry: RegistryProfile | None = None,
+        format: Format | str = Format.AVRO,  # noqa: A002 - the option's name
+        envelope: str = "jdbc",
+        shaper: str | Path | None = None,
+        partitions: int = 1,
+        replication: int = 1,
+        poll_interval: float = POLL_INTERVAL,
+        batch_records: int = BATCH_RECORDS,
+        spark: Callable[[], SparkSession] | None = None,
+        wait_for_pool: bool = False,
+    ) -> None:
+        self.lake = lake
+        self.pool_name = pool
+        self.topic = topic
+        self.kafka = kafka
+        self.registry = registry
+        try:
+            self.format = Format.parse(format) if isinstance(format, str) else format
+            self.envelope: type[Envelope] = envelope_named(envelope)
+        except ValueError as exc:
+            raise DeliveryError(str(exc)) from None
+        self.shaper_sql = load_shaper(shaper)
+        self.partitions_wanted = partitions
+        self.replication = replication
+        self.poll_interval = poll_interval
+        self.batch_records = batch_records
+        self.wait_for_pool = wait_for_pool
+        self._spark_factory = spark
+        if self.format is Format.AVRO and registry is None:
+            raise DeliveryError(
+                "the avro format needs a Schema Registry: run `zync dev up` or configure "
+                "one, or use --format json"
+            )
+        self._board = StatusBoard(
+            DeliveryStatus(
+                topic=topic, pool=pool, envelope=self.envelope.name, format=self.format.value
+            )
+        )
+        # the state of a run
+        self._out: Transactions | None = None
+        self._read_version = -1  # staging version read up to (-1: read the snapshot)
+
+    def __repr__(self) -> str:
+        return (
+            f"Delivery({self.pool_name!r} -> {self.topic!r}, {self.envelope.name}, "
+            f"{self.format.value})"
+        )
+
+    @property
+    def transactional_id(self) -> str:
+        """Derived from the topic: a restarted delivery fences the previous one."""
+        return transactional_id(self.topic)
+
+    # -- public -------------------------------------------------------------------------
+
+    def status(self) -> DeliveryStatus:
+        return self._board.get()
+
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        on_event: Callable[[DeliveryEvent], None] | None = None,
+        *,
+        continuous: bool = False,
+    ) -> DeliveryStatus:
+        """Deliver what is staged (and, when ``continuous``, what gets staged until
+        ``stop`` is set); returns the final status. Raises :class:`DeliveryError`."""
+        stop = stop or threading.Event()
+        board = self._board
+        board.on_event = on_event
+        try:
+            with topic_lock(self.kafka, self.topic, f"pool {self.pool_name}"):
+                self._run(stop, continuous)
+        except Exception as exc:
+            text = str(exc) if isinstance(exc, ZyncError) else f"{type(exc).__name__}: {exc}"
+            board.set(state="failed", last_error=text)
+            board.emit("failed", f"{self.topic}: {text}")
+            raise
+        finally:
+            if self._out is not None:
+                self._out.close()
+                self._out = None
+        board.set(state="stopped")
+        board.emit("stopped", f"{self.topic}: stopped after pool offset {board.delivered_text()}")
+        return self.status()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _run(self, stop: threading.Event, continuous: bool) -> None:
+        pool = self._open_pool(stop, continuous)
+        if pool is None:
+            return
+        envelope = self._compose(pool, self._open_kafka())
+        self._recover(envelope)
+        board = self._board
+        while not stop.is_set():
+            version = pool.refresh()
+            if version != self._read_version:
+                self._deliver_to(envelope, version, stop)
+                continue
+            if not continuous:
+                break
+            if self.status().state != "idle":
+                board.set(state="idle")
+                board.emit(
+                    "caught-up",
+                    f"{self.topic}: caught up after pool offset {board.delivered_text()} "
+                    f"(staging version {version})",
+                    version=version,
+                )
+            stop.wait(self.poll_interval)
+
+    def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
+        from engine.lake.pools import PoolError  # deferred: deltalake
+
+        announced = False
+        while True:
+            try:
+                pool = self.lake.open_pool(self.pool_name)
+            except PoolError as exc:
+                if not (continuous and self.wait_for_pool):
+                    raise DeliveryError(str(exc)) from None
+                if not announced:
+                    self._board.emit(
+                        "waiting", f"{self.topic}: waiting for pool {self.pool_name!r}"
+                    )
+                    announced = True
+                if stop.wait(1.0):
+                    return None
+                continue
+            if pool.kind != "staging":
+                raise DeliveryError(
+                    f"pool {self.pool_name!r} is a {pool.kind} pool: to-kafka delivers the "
+                    "outputs of a staging pool"
+                )
+            return pool
+
+    def _open_kafka(self) -> list[int]:
+        """The topic's partitions (the topic created if missing), with the transactional
+        producer started."""
+        from engine.kafka.clients import ensure_topic  # deferred: confluent_kafka
+
+        partitions, created = ensure_topic(
+            self.kafka, self.topic, partitions=self.partitions_wanted, replication=self.replication
+        )
+        self._board.set(partitions=len(partitions))
+        self._out = Transactions(self.kafka, self.topic, self._board)
+        self._out.start()
+        self._board.emit(
+            "started",
+            f"{self.topic}: topic {'created' if created else 'found'} with {len(partitions)} "
+            f"partition(s); delivering pool {self.pool_name!r} "
+            f"({self.envelope.name} envelope, {self.format.value})",
+        )
+        return partitions
+
+    def _compose(self, pool: Pool, partitions: list[int]) -> Envelope:
+        """The envelope of this run, with the parts it works with."""
+        reader = StagingReader(pool, self.topic, batch_records=self.batch_records)
+        shaper = Shaper(self.shaper_sql, reader, self._spark_factory)
+        parts = Parts(
+            topic=self.topic,
+            format=self.format,
+            batch_records=self.batch_records,
+            registry=self.registry,
+            ledger=Ledger(partitions, counts_after=self.envelope.counts_after),
+            reader=reader,
+            shaper=shaper,
+            types=RecordTypes(pool, self.topic, self.format, shaper),
+            board=self._board,
+        )
+        return self.envelope(parts)
+
+    def _recover(self, envelope: Envelope) -> None:
+        """Read the last delivered positions back from the topic."""
+        ledger = envelope.parts.ledger
+        found = read_positions(self.kafka, self.topic, ledger.partitions)
+        ledger.take(found)
+        envelope.resume(found)
+        self._read_version = -1
+        delivered = ledger.highest()
+        self._board.set(delivered_offset=delivered)
+        where = "from the start" if delivered is None else f"after pool offset {delivered}"
+        self._board.emit(
+            "resumed", f"{self.topic}: delivering {where} (position read from the topic)"
+        )
+
+    def _deliver_to(self, envelope: Envelope, version: int, stop: threading.Event) -> None:
+        """Deliver every record of the topic committed up to ``version``."""
+        envelope.check_types()
+
+        def send(rows: Rows, batch: Batch, started: float) -> None:
+            self._send(envelope, rows, batch, version, started)
+
+        if envelope.deliver(self._read_version, version, stop, send):
+            self._read_version = version
+            self._board.set(version=version)
+
+    def _send(
+        self, envelope: Envelope, rows: Rows, batch: Batch, version: int, started: float
+    ) -> None:
+        """Produce ``batch`` (the messages of ``rows``) in a transaction and report."""
+        assert self._out is not None
+        out = self._out
+        produced = out.transact(batch, envelope.parts.ledger, lambda b: envelope.write(b, out))
+        elapsed = max(time.monotonic() - started, 1e-6)
+        last = rows.offsets[-1]
+        status = self.status()
+        delivered = status.delivered_offset
+        self._board.set(
+            delivered_offset=last if delivered is None else max(last, delivered),
+            records_delivered=status.records_delivered + produced,
+            last_produce_time=time.time() if produced else status.last_produce_time,
+            rate=len(rows) / elapsed,
+            last_error=None,
+        )
+        self._board.emit(
+            "delivered",
+            f"{self.topic}: delivered pool offsets {rows.offsets[0]}..{last} as "
+            f"{produced} message(s) (staging version {version}, {len(rows) / elapsed:,.0f} records/s)",
+            records=produced,
+            first_offset=rows.offsets[0],
+            last_offset=last,
+            version=version,
+        )
+
+
+def deliver_outputs(
+    lake: Lake,
+    outputs: Sequence[tuple[str, str]],
+    *,
+    stop: threading.Event | None = None,
+    on_event: Callable[[DeliveryEvent], None] | None = None,
+    continuous: bool = False,
+    **options: Any,
+) -> list[DeliveryStatus]:
+    """Run one :class:`Delivery` per (pool, topic), each in its own thread, until all
+    return (or ``stop``); raises the first failure after stopping the others."""
+    stop = stop or threading.Event()
+    deliveries = [Delivery(lake, pool, topic, **options) for pool, topic in outputs]
+    errors: list[BaseException] = []
+
+    def work(delivery: Delivery) -> None:
+        try:
+            delivery.run(stop, on_event, continuous=continuous)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            stop.set()
+
+    threads = [
+        threading.Thread(target=work, args=(d,), name=f"to-kafka {d.topic}", daemon=True)
+        for d in deliveries
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    if errors:
+        raise errors[0]
+    return [d.status() for d in deliveries]

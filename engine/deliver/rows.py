@@ -1,0 +1,116 @@
+"""The rows to deliver and the messages made of them.
+
+:class:`Rows` are staging rows of one topic in offset order; a :class:`Batch` is the
+messages one Kafka transaction produces, column by column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class Rows:
+    """Staging rows of one topic in offset order: offsets (and times) as Python lists,
+    key and value JSON texts as Arrow arrays (encoded in batches, never copied whole)."""
+
+    offsets: list[int]
+    keys: pa.ChunkedArray
+    values: pa.ChunkedArray
+    times: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table, with_times: bool = False) -> Rows:
+        table = in_offset_order(table)
+        return cls(
+            table.column("offset").to_pylist(),
+            table.column("key"),
+            table.column("value"),
+            table.column("time").to_pylist() if with_times else None,
+        )
+
+    def slice(self, start: int, stop: int) -> Rows:
+        stop = min(stop, len(self.offsets))
+        return Rows(
+            self.offsets[start:stop],
+            self.keys.slice(start, stop - start),
+            self.values.slice(start, stop - start),
+            None if self.times is None else self.times[start:stop],
+        )
+
+    def take(self, index: list[int]) -> Rows:
+        picked = pa.array(index, pa.int64())
+        return Rows(
+            [self.offsets[i] for i in index],
+            self.keys.take(picked),
+            self.values.take(picked),
+            None if self.times is None else [self.times[i] for i in index],
+        )
+
+
+@dataclass
+class Batch:
+    """Messages to produce in one transaction, column by column. ``partition`` is set
+    when every message goes to that partition; ``steps``/``times`` only for the
+    differential envelope."""
+
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    partition: int | None = None
+    partitions: list[int] | None = None
+    steps: list[int] | None = None
+    times: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def partition_list(self) -> list[int]:
+        if self.partitions is not None:
+            return self.partitions
+        assert self.partition is not None
+        return [self.partition] * len(self.offsets)
+
+    def positions(self) -> Iterator[tuple[int, int, int]]:
+        """(partition, offset, step) of each message."""
+        steps = self.steps if self.steps is not None else [0] * len(self.offsets)
+        return zip(self.partition_list(), self.offsets, steps, strict=True)
+
+    def keep(self, index: list[int]) -> Batch:
+        def pick(values: list[_T] | None) -> list[_T] | None:
+            return None if values is None else [values[i] for i in index]
+
+        return Batch(
+            [self.offsets[i] for i in index],
+            [self.keys[i] for i in index],
+            [self.values[i] for i in index],
+            self.partition,
+            pick(self.partitions),
+            pick(self.steps),
+            pick(self.times),
+        )
+
+
+def in_offset_order(table: pa.Table) -> pa.Table:
+    """``table`` sorted by offset, in one chunk. Files hold their rows in order, so the
+    record batches are put in the order of their first offset (cheap) before the rows
+    are sorted (moving every value) only if that did not suffice."""
+    if table.num_rows < 2:
+        return table
+    batches = [b for b in table.to_batches() if b.num_rows]
+    batches.sort(key=lambda b: b.column("offset")[0].as_py())
+    table = pa.Table.from_batches(batches, schema=table.schema)
+    offsets = table.column("offset")
+    if not pc.all(pc.greater(offsets.slice(1), offsets.slice(0, table.num_rows - 1))).as_py():
+        table = table.sort_by([("offset", "ascending")])
+    return table
