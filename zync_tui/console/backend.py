@@ -53,16 +53,11 @@ class PassOutcome:
     def summary(self) -> str:
         if self.text:
             return self.text
-        if self.nothing_new:
-            return "nothing new to ETL"
+        from engine.etl.result import counts_line  # deferred: engine.etl loads pyarrow and delta-rs
 
-        def n(v: int | None) -> str:
-            return "?" if v is None else str(v)
-
-        version = f" → staging v{self.version}" if self.version is not None else ""
-        return (
-            f"consumed {n(self.consumed)} · output {n(self.outputs)} · "
-            f"expired {n(self.expired)} · pending {n(self.pending)}{version}"
+        return counts_line(
+            self.consumed, self.outputs, self.expired, self.pending, self.version,
+            nothing_new=self.nothing_new,
         )
 
 
