@@ -18,7 +18,8 @@ import pytest
 from engine.config import KafkaProfile, RegistryProfile
 from engine.lake.envelope import ROW_SCHEMA
 from engine.lake.pools import RAW, Lake
-from engine.observe import Observer, source_ts_ms
+from engine.observe.kafka_probe import source_ts_ms
+from engine.observe.observer import Observer
 
 BASE_MS = 1_714_557_600_000
 

@@ -1,7 +1,7 @@
 """The console's engine side: everything its workers call, with no Textual in sight.
 
 :class:`EngineBackend` holds the engine objects the console shows — an
-:class:`engine.observe.Observer` for snapshots, the :class:`engine.services.Pipeline`
+:class:`engine.observe.observer.Observer` for snapshots, the :class:`engine.services.Pipeline`
 whose loops it starts and stops, and, for ``zync demo``, the :class:`engine.demo.Demo`
 driver. Every method may block (Kafka, Delta, Spark) and is called from a thread worker,
 never from the event loop. Failures come back as exceptions with one-line messages, or
@@ -269,7 +269,7 @@ class EngineBackend:
 
         from engine import config as profiles
         from engine.lake.pools import Lake
-        from engine.observe import Observer
+        from engine.observe.observer import Observer
 
         self._attach_log()
         notes: list[str] = []
