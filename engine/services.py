@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from engine.deliver.loop import Delivery
     from engine.deliver.status import DeliveryEvent, DeliveryStatus
     from engine.etl.config import EtlConfig
-    from engine.etl.run import EtlRunner, PassResult
+    from engine.etl.result import PassResult
+    from engine.etl.run import EtlRunner
     from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestOptions
     from engine.lake.pools import Lake
@@ -406,9 +407,7 @@ class EtlService(Service):
         if result.committed:
             outputs = sum(result.outputs.values())
             self._committed(result.staging_version, outputs, self.config.staging_pool)
-        self._event(
-            "pass", result.summary().splitlines()[0] if result.nothing_new else _pass_line(result)
-        )
+        self._event("pass", result.summary("line"))
         return result
 
     run_once = run_pass
@@ -457,27 +456,6 @@ class EtlService(Service):
                     continue
             self._nudge.wait(wait)
             self._nudge.clear()
-
-
-def _pass_line(result: PassResult) -> str:
-    outs = ", ".join(
-        f"{topic} +{n} (offsets {result.offsets[topic][0]}..{result.offsets[topic][1]})"
-        if topic in result.offsets
-        else f"{topic} +{n}"
-        for topic, n in sorted(result.outputs.items())
-    )
-    consumed = sum(result.consumed.values())
-    pending = sum(result.pending.values())
-    bits = [f"{consumed} consumed"]
-    if outs:
-        bits.append(f"out {outs}")
-    if pending:
-        bits.append(f"{pending} pending")
-    expired = sum(result.expired.values())
-    if expired:
-        bits.append(f"{expired} expired")
-    version = f"staging v{result.staging_version}" if result.committed else "nothing committed"
-    return f"pass: {', '.join(bits)}; {version} ({result.seconds:.2f}s)"
 
 
 # ----------------------------------------------------------------------------- to-kafka

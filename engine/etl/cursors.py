@@ -1,7 +1,7 @@
 """An ETL's positions, kept in the staging pool's Delta log as ``txn`` app ids.
 
 Every position is committed in the same Delta commit as the outputs and completion
-markers it accounts for (DESIGN.md, decision 4), under app ids of the ETL's name:
+markers it accounts for (docs/design.md#exactly-once-etl), under app ids of the ETL's name:
 
 ``zync.etl/<name>/cursor/<topic>/<partition>``
     the cursor C: every input record of (topic, partition) with offset ≤ C is processed
@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from engine.etl.sql import quote
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig
@@ -140,8 +142,6 @@ def cursor_filter(
     ``column`` is the struct holding ``topic, partition, offset``: ``kafka`` for input
     records, ``marker`` for completion markers.
     """
-    from engine.etl.rules import quote
-
     wanted = sorted(set(topics))
     if not wanted:
         return "false"

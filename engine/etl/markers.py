@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.etl.cursors import TopicPartition, cursor_filter
-from engine.etl.rules import quote
+from engine.etl.sql import quote
 from engine.lake import delta
 from engine.lake.envelope import (
     DEADLETTER_TYPE,

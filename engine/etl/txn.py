@@ -28,17 +28,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.etl.config import TxnRule
-from engine.etl.rules import (
-    PENDING,
-    PlanContext,
-    fates,
-    merge_types,
-    of_rule,
-    outputs,
-    quiet_spark_errors,
-    quote,
-    typed_columns,
-)
+from engine.etl.envelopes import merge_types, typed_columns
+from engine.etl.plan_context import PENDING, PlanContext, fates, of_rule, outputs
+from engine.etl.spark_errors import quiet_spark_errors
+from engine.etl.sql import quote
 from engine.lake.envelope import PROCESSED
 
 if TYPE_CHECKING:
@@ -139,7 +132,7 @@ def plan_txn(ctx: PlanContext, index: int, assigned: DataFrame) -> tuple[DataFra
             f"filter(coalesce(__dcs, array()), c -> exists({ours}, t -> "
             f"{_belongs('t', 'c.data_collection')}))"
         )
-        complete = (
+        complete_sql = (
             f"__count IS NOT NULL AND forall({required}, c -> "
             f"size(filter(coalesce(__topics, array()), t -> "
             f"{_belongs('t', 'c.data_collection')})) = c.event_count)"
@@ -151,7 +144,7 @@ def plan_txn(ctx: PlanContext, index: int, assigned: DataFrame) -> tuple[DataFra
             F.max(F.when(F.col("__end"), F.col("__count"))).alias("__count"),
             F.first(F.when(F.col("__end"), F.col("__dcs")), ignorenulls=True).alias("__dcs"),
         )
-        bundles = aggregated.select("*", F.expr(complete).alias("__complete"))
+        bundles = aggregated.select("*", F.expr(complete_sql).alias("__complete"))
         members = rows.select("pool", "seqno", "kafka", "__txn")
 
     status = bundles.select("__txn", F.col("__complete").alias("__c"))

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import replace
 
-from engine.observe import (
+from engine.observe.reports import (
     DeadLetter,
     EtlReport,
     EtlSnapshot,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from engine.etl.run import PassResult
+from engine.etl.result import PassResult
 from engine.services import Commit, ServiceStatus
 from zync_tui.console.backend import LogBook, loop_view, pass_outcome
 

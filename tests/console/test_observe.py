@@ -17,7 +17,8 @@ import pytest
 
 from engine.lake.envelope import ROW_SCHEMA
 from engine.lake.pools import RAW, Lake
-from engine.observe import Observer, source_ts_ms
+from engine.observe.kafka_probe import source_ts_ms
+from engine.observe.observer import Observer
 from engine.settings.kafka import KafkaProfile
 from engine.settings.registry import RegistryProfile
 

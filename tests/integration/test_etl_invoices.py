@@ -35,10 +35,10 @@ def _without_offsets(rows: list) -> list:
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each scenario twice: outputs brought to the driver (a small pass) and written
     by the Spark executors (what a large pass does)."""
-    import engine.etl.run
+    import engine.etl.evaluate
 
     if request.param == "executors":
-        monkeypatch.setattr(engine.etl.run, "DRIVER_OUTPUT_ROWS", -1)
+        monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", -1)
     return request.param
 
 
@@ -199,12 +199,12 @@ def test_both_writers_make_the_same_staging_rows(spark, tmp_path, monkeypatch) -
 
     from deltalake import DeltaTable
 
-    import engine.etl.run
+    import engine.etl.evaluate
     from engine.lake.pools import Lake
 
     tables = {}
-    for side, limit in (("driver", engine.etl.run.DRIVER_OUTPUT_ROWS), ("executors", -1)):
-        monkeypatch.setattr(engine.etl.run, "DRIVER_OUTPUT_ROWS", limit)
+    for side, limit in (("driver", engine.etl.evaluate.DRIVER_OUTPUT_ROWS), ("executors", -1)):
+        monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", limit)
         lake = Lake(tmp_path / side)
         raw, staging = make_pools(lake)
         runner = EtlRunner(load_config(DEMO / "etl.yaml"), lake, spark)

@@ -16,7 +16,7 @@ from engine.etl.config import (
     load_config,
     parse_config,
 )
-from engine.etl.rules import SqlShapeError, wrap_select
+from engine.etl.sql import SqlShapeError, wrap_select
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "invoices" / "etl.yaml"
 

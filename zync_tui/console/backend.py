@@ -1,7 +1,7 @@
 """The console's engine side: everything its workers call, with no Textual in sight.
 
 :class:`EngineBackend` holds the engine objects the console shows — an
-:class:`engine.observe.Observer` for snapshots, the :class:`engine.services.Pipeline`
+:class:`engine.observe.observer.Observer` for snapshots, the :class:`engine.services.Pipeline`
 whose loops it starts and stops, and, for ``zync demo``, the :class:`engine.demo.Demo`
 driver. Every method may block (Kafka, Delta, Spark) and is called from a thread worker,
 never from the event loop. Failures come back as exceptions with one-line messages, or
@@ -56,16 +56,11 @@ class PassOutcome:
     def summary(self) -> str:
         if self.text:
             return self.text
-        if self.nothing_new:
-            return "nothing new to ETL"
+        from engine.etl.result import counts_line  # deferred: engine.etl loads pyarrow and delta-rs
 
-        def n(v: int | None) -> str:
-            return "?" if v is None else str(v)
-
-        version = f" → staging v{self.version}" if self.version is not None else ""
-        return (
-            f"consumed {n(self.consumed)} · output {n(self.outputs)} · "
-            f"expired {n(self.expired)} · pending {n(self.pending)}{version}"
+        return counts_line(
+            self.consumed, self.outputs, self.expired, self.pending, self.version,
+            nothing_new=self.nothing_new,
         )
 
 
@@ -271,7 +266,7 @@ class EngineBackend:
         import warnings
 
         from engine.lake.pools import Lake
-        from engine.observe import Observer
+        from engine.observe.observer import Observer
         from engine.settings.errors import ConfigError
         from engine.settings.kafka import load_kafka_profile
         from engine.settings.lake import lake_path

@@ -23,7 +23,7 @@ COLUMNS = [
 
 
 class RecordsPanel(Vertical):
-    """A table of :class:`engine.observe.RecordRow` (pending or expired)."""
+    """A table of :class:`engine.observe.reports.RecordRow` (pending or expired)."""
 
     class Opened(Message):
         """Enter on a row: show its full envelope."""

@@ -1,0 +1,213 @@
+"""Checking ETL rules before anything is written.
+
+:func:`check_rules` analyzes every expression and query against empty DataFrames of the
+typed input schemas, so a bad field fails with Spark's own message (naming the file, the
+rule and the field) before the pass reads or writes anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from engine.etl import txn
+from engine.etl.checked import Checked, RuleCheck
+from engine.etl.config import (
+    DenormRule,
+    EtlConfig,
+    EtlConfigError,
+    Rule,
+    StatelessRule,
+    TxnRule,
+)
+from engine.etl.envelopes import TopicTypes, envelope_schema, merge_types, value_known
+from engine.etl.plan_context import ORDER_COLUMNS
+from engine.etl.spark_errors import quiet_spark_errors, spark_message
+from engine.etl.sql import SqlShapeError, wrap_select
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def _snippet(text: str, limit: int = 80) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+class _Checker:
+    """Analyzes a configuration's expressions with Spark against typed empty inputs."""
+
+    def __init__(self, config: EtlConfig, spark: SparkSession, types: Mapping[str, TopicTypes]):
+        self.config = config
+        self.spark = spark
+        self.types = types
+        self.token = uuid.uuid4().hex[:12]
+        self.views: list[str] = []
+
+    def known(self, topic: str) -> bool:
+        return value_known(self.types, topic)
+
+    def empty(self, types: TopicTypes) -> DataFrame:
+        return self.spark.createDataFrame([], envelope_schema(types))
+
+    def fail(self, index: int, what: str, text: str, exc: BaseException | str) -> EtlConfigError:
+        message = exc if isinstance(exc, str) else spark_message(exc)
+        return EtlConfigError(
+            f"{self.config.source}: {self.config.describe_rule(index)}: {what} "
+            f'"{_snippet(text)}": {message}'
+        )
+
+    @contextlib.contextmanager
+    def guard(self, index: int, what: str, text: str) -> Iterator[None]:
+        from pyspark.errors import PySparkException
+
+        try:
+            with quiet_spark_errors():
+                yield
+        except SqlShapeError as exc:
+            raise self.fail(index, what, text, str(exc)) from None
+        except PySparkException as exc:
+            raise self.fail(index, what, text, exc) from None
+
+    def parse_only(self, index: int, what: str, text: str, *, query: bool = False) -> None:
+        parser = self.spark._jsparkSession.sessionState().sqlParser()
+        with self.guard(index, what, text):
+            if query:
+                parser.parsePlan(text)
+            else:
+                parser.parseExpression(text)
+
+    def boolean(self, index: int, what: str, text: str, df: DataFrame) -> None:
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        with self.guard(index, what, text):
+            result = df.select(F.expr(text).alias("b")).schema["b"].dataType
+            if not isinstance(result, T.BooleanType | T.NullType):
+                raise SqlShapeError(f"must be a boolean, it is {result.simpleString()}")
+
+    def query(self, index: int, rule_sql: str, view_df: DataFrame, from_names: Sequence[str] = ()) -> RuleCheck:
+        view = f"zync_check_{self.token}_{index}"
+        with self.guard(index, "sql", rule_sql):
+            wrapped = wrap_select(rule_sql, view, ORDER_COLUMNS, from_names=from_names)
+            view_df.createOrReplaceTempView(view)
+            self.views.append(view)
+            schema = self.spark.sql(wrapped).schema
+            names = schema.fieldNames()
+            missing = [c for c in ("key", "value") if c not in names]
+            if missing:
+                raise SqlShapeError(
+                    f"must yield columns `key` and `value` (missing: {', '.join(missing)})"
+                )
+        return RuleCheck(schema["key"].dataType, schema["value"].dataType, typed=True)
+
+    def drop_views(self) -> None:
+        for view in self.views:
+            self.spark.catalog.dropTempView(view)
+        self.views.clear()
+
+
+def view_with_order(df: DataFrame, struct_names: Sequence[str]) -> DataFrame:
+    """An empty-order view for checking: the named struct columns plus ORDER_COLUMNS."""
+    from pyspark.sql import functions as F
+
+    return df.select(
+        *struct_names,
+        F.lit(0).cast("long").alias("__zo1"),
+        F.lit(0).alias("__zo2"),
+        F.lit(0).cast("long").alias("__zo3"),
+        F.lit(0).cast("long").alias("__zo4"),
+        F.lit(None).cast("timestamp").alias("__zts"),
+    )
+
+
+def check_rules(
+    config: EtlConfig, spark: SparkSession, types: Mapping[str, TopicTypes]
+) -> Checked:
+    """Analyze every rule's expressions and SQL; raises :class:`EtlConfigError`.
+
+    ``types`` maps each input topic to its (key, value) Spark types; a rule touching a
+    topic whose types are not known yet (no record ingested) is only parsed.
+    """
+    from pyspark.sql import functions as F
+
+    checker = _Checker(config, spark, types)
+    checked = Checked()
+    try:
+        for index, rule in enumerate(config.transforms):
+            if not all(checker.known(t) for t in rule.topics):
+                for what, text in _expressions(rule):
+                    checker.parse_only(index, what, text)
+                checker.parse_only(index, "sql", _parseable(rule), query=True)
+                checked.rules.append(RuleCheck())
+                continue
+            if isinstance(rule, StatelessRule):
+                df = checker.empty(types[rule.in_])
+                if rule.where:
+                    checker.boolean(index, "where", rule.where, df)
+                view = view_with_order(df.select(F.struct("*").alias("in")), ["in"])
+                checked.rules.append(checker.query(index, rule.sql, view))
+            elif isinstance(rule, DenormRule):
+                left = checker.empty(types[rule.left])
+                right = checker.empty(types[rule.right])
+                if rule.where:
+                    checker.boolean(index, "where", rule.where, left)
+                    checker.boolean(index, "where", rule.where, right)
+                pairs = left.select(F.struct("*").alias("left")).crossJoin(
+                    right.select(F.struct("*").alias("right"))
+                )
+                checker.boolean(index, "join-on", rule.join_on, pairs)
+                view = view_with_order(pairs, ["left", "right"])
+                checked.rules.append(checker.query(index, rule.sql, view))
+            else:
+                assert isinstance(rule, TxnRule)
+                for topic in rule.in_:
+                    df = checker.empty(types[topic])
+                    if rule.where:
+                        checker.boolean(index, "where", rule.where, df)
+                    with checker.guard(index, "txn-id", rule.txn_id_expr):
+                        df.select(F.expr(rule.txn_id_expr).cast("string"))
+                merged = merge_types([types[t] for t in rule.in_])
+                records = checker.empty(merged)
+                if rule.debezium:
+                    assert rule.transaction_topic is not None
+                    tx = checker.empty(types[rule.transaction_topic])
+                    with checker.guard(index, "transaction-topic", rule.transaction_topic):
+                        txn.check_transaction_topic(tx)
+                else:
+                    with checker.guard(index, "complete-when", rule.complete_when):
+                        _ = records.groupBy().agg(F.expr(rule.complete_when).alias("c")).schema
+                bundle = records.select(
+                    F.struct(
+                        F.lit("").alias("txn_id"),
+                        F.array(F.struct(*records.columns)).alias("records"),
+                    ).alias("bundle")
+                )
+                view = view_with_order(bundle, ["bundle"])
+                checked.rules.append(checker.query(index, rule.sql, view, from_names=["bundle"]))
+    finally:
+        checker.drop_views()
+    return checked
+
+
+def _expressions(rule: Rule) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if rule.where:
+        found.append(("where", rule.where))
+    if isinstance(rule, DenormRule):
+        found.append(("join-on", rule.join_on))
+    if isinstance(rule, TxnRule):
+        found.append(("txn-id", rule.txn_id_expr))
+        if not rule.debezium:
+            found.append(("complete-when", rule.complete_when))
+    return found
+
+
+def _parseable(rule: Rule) -> str:
+    """The rule's SQL with a FROM, for the parser alone."""
+    try:
+        return wrap_select(rule.sql, "v", ORDER_COLUMNS, from_names=["bundle"])
+    except SqlShapeError:
+        return rule.sql

@@ -1,0 +1,171 @@
+"""Evaluating a pass's rules in Spark, in one job.
+
+The candidates (:mod:`engine.etl.read`) are assigned their first matching rule and
+cached once; every rule is planned (:mod:`engine.etl.rules`, :mod:`engine.etl.txn`),
+small sides broadcast. The result — every candidate's fate and every output, its JSON
+made by ``to_json`` — stays on the executors (persisted); one Spark job brings the
+driver the fates (a few small columns per input record) and the number of outputs per
+output topic, and the driver decides (:func:`engine.etl.plan.decide`). A small pass, up
+to :data:`DRIVER_OUTPUT_ROWS` candidates, brings its outputs along in that job: a Spark
+write costs more than it saves there; the rows are the same either way.
+
+pyspark is imported inside the functions (deferred: importing the engine does not load
+Spark).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.etl import read
+from engine.etl.checked import Checked
+from engine.etl.cursors import Positions
+from engine.etl.plan import Plan, decide, empty_plan
+from engine.etl.plan_context import DEAD, FATE_COLUMNS, OUTPUT_COLUMNS, PlanContext, fates
+from engine.etl.pools import EtlPools
+from engine.etl.rules import assign_rules, plan_rule, plan_unmatched
+from engine.etl.spark_errors import quiet_spark_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: Up to this many candidates, joins broadcast their small side (no shuffle).
+BROADCAST_ROWS = 200_000
+#: Up to this many candidates, a pass's outputs come to the driver with the fates (one
+#: Spark job) and are written with the markers; above, the executors write them.
+DRIVER_OUTPUT_ROWS = 20_000
+
+_RESULT_TYPES = {
+    "kind": "string", "pool": "string", "seqno": "bigint", "topic": "string", "partition": "int",
+    "offset": "bigint", "ts": "timestamp", "rule": "string", "ri": "int", "bundle": "string",
+    "status": "string", "out": "string", "key": "string", "value": "string", "o1": "bigint",
+    "o2": "int", "o3": "bigint", "o4": "bigint", "o5": "bigint",
+}
+
+
+def plan_pass(pools: EtlPools, positions: Positions, checked: Checked) -> Plan:
+    """Read and plan in Spark; one job (plus one for the done markers, if any can
+    exist) brings the fates and the output counts to the driver, which decides. The
+    outputs stay persisted on the executors until the plan is released."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    spark = pools.spark
+    config = pools.config
+    fresh = read.fresh_records(pools, positions)
+    if fresh is None:
+        return empty_plan(positions)
+    done = read.done_markers(pools, positions)
+    types = pools.types()
+    with quiet_spark_errors():
+        assigned = assign_rules(config, read.candidates(spark, fresh, done), types).cache()
+    ctx: PlanContext | None = None
+    try:
+        # materialize the candidates once: every branch of the plan reads them
+        count = assigned.count()
+        ctx = PlanContext(spark, config, types, checked, small=count <= BROADCAST_ROWS)
+        dead = fates(fresh.where(F.col("__dead")), None, F.lit(DEAD))
+        fate_parts = [dead]
+        output_parts = []
+        with quiet_spark_errors():
+            for index in range(len(config.transforms) if count else 0):
+                f, o = plan_rule(ctx, index, assigned)
+                fate_parts.append(f)
+                if o is not None:
+                    output_parts.append(o)
+        if count:
+            fate_parts.append(plan_unmatched(ctx, assigned))
+        result = _union(fate_parts, output_parts)
+        local = count <= DRIVER_OUTPUT_ROWS
+        if local:
+            table = result.toArrow()
+        else:
+            result = result.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                table = _summarize(result)
+            except BaseException:
+                result.unpersist()
+                raise
+    finally:
+        if ctx is not None:
+            ctx.drop_views()
+        assigned.unpersist()
+    kind = table.column("kind")
+    fates_ = table.filter(pc.equal(kind, "f"))
+    if local:
+        outputs = table.filter(pc.equal(kind, "o"))
+        grouped = outputs.group_by("out", use_threads=False).aggregate([([], "count_all")])
+        counts = _counts(grouped.column("out"), grouped.column("count_all"))
+        plan = decide(pools, positions, done, fates_, counts)
+        if plan.counts:
+            plan.local_outputs = outputs.select(list(OUTPUT_COLUMNS))
+        return plan
+    counted = table.filter(pc.equal(kind, "c"))
+    counts = _counts(counted.column("topic"), counted.column("offset"))
+    try:
+        plan = decide(pools, positions, done, fates_, counts)
+    except BaseException:
+        result.unpersist()
+        raise
+    if plan.counts:
+        plan.cached = result
+        plan.outputs = result.where(F.col("kind") == "o").select(*OUTPUT_COLUMNS)
+    else:
+        result.unpersist()
+    return plan
+
+
+def _union(fate_parts: list[DataFrame], output_parts: list[DataFrame]) -> DataFrame:
+    """Every fate and output in one DataFrame with a ``kind`` column (``f``/``o``). The
+    parts get one column list and are unioned by position (cheap to analyze)."""
+
+    def shaped(df: DataFrame, kind: str) -> DataFrame:
+        have = set(df.columns)
+        return df.selectExpr(  # one call: SQL text is parsed in the JVM
+            *[
+                f"CAST({repr(kind) if name == 'kind' else f'`{name}`' if name in have else 'NULL'} "
+                f"AS {type_}) AS `{name}`"
+                for name, type_ in _RESULT_TYPES.items()
+            ]
+        )
+
+    parts = [shaped(f, "f") for f in fate_parts] + [shaped(o, "o") for o in output_parts]
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.union(part)
+    return result
+
+
+def _summarize(result: DataFrame) -> pa.Table:
+    """In one Spark job, for the driver: the fate rows (kind ``f``, fate columns only)
+    and one row per output topic (kind ``c``: the topic in ``topic``, the number of its
+    outputs in ``offset``)."""
+    from pyspark.sql import functions as F
+
+    fates_ = result.where(F.col("kind") == "f").select(*FATE_COLUMNS, "kind")
+    counts = (
+        result.where(F.col("kind") == "o")
+        .groupBy("out")
+        .agg(F.count(F.lit(1)).alias("offset"))
+        .select(
+            *[
+                (
+                    F.col("out").alias("topic")
+                    if name == "topic"
+                    else F.col("offset")
+                    if name == "offset"
+                    else F.lit(None).cast(_RESULT_TYPES[name]).alias(name)
+                )
+                for name in FATE_COLUMNS
+            ],
+            F.lit("c").alias("kind"),
+        )
+    )
+    return fates_.unionByName(counts).toArrow()
+
+
+def _counts(topics: pa.ChunkedArray, counts: pa.ChunkedArray) -> dict[str, int]:
+    return dict(zip(topics.to_pylist(), counts.to_pylist(), strict=True))

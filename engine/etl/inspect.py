@@ -1,0 +1,214 @@
+"""Looking at an ETL without running it: the records still pending, the records it
+expired (with their envelopes joined back from the raw pools), and what a pass would
+read and run (``explain``: positions, reads, each rule's SQL and Spark's plans).
+
+Each function reads the pools' newest snapshots; :class:`engine.etl.run.EtlRunner`
+calls them under its lock. pyspark is imported inside the functions (deferred:
+importing the engine does not load Spark).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from engine.etl import markers as mk
+from engine.etl import read
+from engine.etl.cursors import cursor_filter
+from engine.etl.expiry import age, newest_timestamps
+from engine.etl.plan_context import NO_RULE, PlanContext
+from engine.etl.pools import EtlPools
+from engine.etl.result import NOTHING_NEW, ExpiredRecord, PendingRecord
+from engine.etl.rules import assign_rules, plan_rule
+from engine.etl.spark_errors import quiet_spark_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def pending(pools: EtlPools, *, limit: int | None = None) -> list[PendingRecord]:
+    """Input records after the cursors that are not processed yet, in
+    (topic, partition, offset) order, with the rule that will take them (the first
+    ``limit`` of them, when given)."""
+    from pyspark.sql import functions as F
+
+    config = pools.config
+    pools.refresh()
+    pools.check()
+    positions = pools.positions()
+    fresh = read.fresh_records(pools, positions)
+    if fresh is None:
+        return []
+    done = read.done_markers(pools, positions)
+    with quiet_spark_errors():
+        assigned = assign_rules(config, read.candidates(pools.spark, fresh, done), pools.types())
+        selected = assigned.select(
+            F.col("kafka.topic").alias("topic"),
+            F.col("kafka.partition").alias("partition"),
+            F.col("kafka.offset").alias("offset"),
+            F.col("kafka.timestamp").alias("ts"),
+            "key",
+            "seqno",
+            "__rule",
+        )
+        if limit is not None:
+            selected = selected.orderBy("topic", "partition", "offset").limit(limit)
+        rows = selected.toArrow()
+    rows = rows.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
+    newest = newest_timestamps(rows.select(["topic", "ts"]), positions.newest)
+    found = []
+    for row in rows.to_pylist():
+        index = row["__rule"]
+        found.append(
+            PendingRecord(
+                topic=row["topic"],
+                partition=row["partition"],
+                offset=row["offset"],
+                key=row["key"],
+                rule=None if index == NO_RULE else config.rule_label(index),
+                timestamp=row["ts"],
+                age=age(newest.get(row["topic"]), row["ts"]),
+                seqno=row["seqno"],
+            )
+        )
+    return found
+
+
+def expired(pools: EtlPools, *, limit: int | None = None) -> list[ExpiredRecord]:
+    """Input records this ETL expired, with their envelope joined back from raw (the
+    first ``limit`` in (topic, partition, offset) order, when given)."""
+    from pyspark.sql import functions as F
+
+    config = pools.config
+    spark = pools.spark
+    pools.refresh()
+    positions = pools.positions()
+    gone_df = mk.expired_markers(spark, pools.staging, config.name)
+    if limit is not None:
+        gone_df = gone_df.orderBy("topic", "partition", "offset").limit(limit)
+    gone = gone_df.toArrow()
+    if gone.num_rows == 0:
+        return []
+    side = spark.createDataFrame(
+        gone.select(["topic", "partition", "offset", "rule"]).rename_columns(
+            ["__t", "__p", "__o", "__rule"]
+        )
+    )
+    envelopes = []
+    for pool_name in config.raw_pools:
+        topics = [i.topic for i in config.inputs if i.pool == pool_name]
+        raw = pools.raw(pool_name)
+        df = raw.read(spark).where(F.col("marker").isNull() & F.col("kafka.topic").isin(topics))
+        joined = df.join(
+            F.broadcast(side),
+            (F.col("kafka.topic") == F.col("__t"))
+            & (F.col("kafka.partition") == F.col("__p"))
+            & (F.col("kafka.offset") == F.col("__o")),
+            "inner",
+        )
+        envelopes.append(
+            joined.select(
+                F.col("kafka.topic").alias("topic"),
+                F.col("kafka.partition").alias("partition"),
+                F.col("kafka.offset").alias("offset"),
+                F.col("kafka.timestamp").alias("timestamp"),
+                "key",
+                "value",
+                "seqno",
+                F.col("__rule").alias("rule"),
+            ).toArrow()
+        )
+    table = pa.concat_tables(envelopes) if envelopes else None
+    found: dict[tuple[str, int, int], dict[str, Any]] = {}
+    if table is not None:
+        for row in table.to_pylist():
+            found[(row["topic"], row["partition"], row["offset"])] = row
+    result = []
+    for row in gone.sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
+    ).to_pylist():
+        env = found.get((row["topic"], row["partition"], row["offset"]), {})
+        ts = env.get("timestamp")
+        result.append(
+            ExpiredRecord(
+                topic=row["topic"],
+                partition=row["partition"],
+                offset=row["offset"],
+                key=env.get("key"),
+                value=env.get("value"),
+                rule=row["rule"],
+                timestamp=ts,
+                age=age(positions.newest.get(row["topic"]), ts),
+                seqno=env.get("seqno"),
+            )
+        )
+    return result
+
+
+def explain(pools: EtlPools) -> str:
+    """The positions, the reads, each rule's Spark SQL and the Spark plans a pass
+    would run — without running it."""
+    pools.refresh()
+    checked = pools.check()
+    positions = pools.positions()
+    staging = pools.staging
+    out = io.StringIO()
+    cfg = pools.config
+    out.write(f"ETL {cfg.name!r} from {cfg.source}\n")
+    out.write(f"staging pool {cfg.staging_pool!r} at version {positions.staging_version}\n")
+    out.write("positions:\n")
+    for (topic, partition), cursor in sorted(positions.cursors.items()):
+        out.write(f"  cursor {topic}/{partition} = {cursor}\n")
+    if not positions.cursors:
+        out.write("  no cursors yet: every input record is new\n")
+    for topic, offset in sorted(positions.next_offsets.items()):
+        out.write(f"  next offset {topic} = {offset}\n")
+    for pool_name in cfg.raw_pools:
+        raw = pools.raw(pool_name)
+        floor = positions.floor(pool_name)
+        files = len(raw.files(f"seqno >= {floor}")) if raw.last_seqno() >= floor else 0
+        topics = [i.topic for i in cfg.inputs if i.pool == pool_name]
+        out.write(
+            f"read raw pool {pool_name!r} (version {raw.version}): {files} of "
+            f"{len(raw.files())} file(s) with seqno >= {floor}, rows where "
+            f"{cursor_filter(positions.cursors, topics)}\n"
+        )
+    mfiles = len(staging.files(f"seqno >= {positions.marker_floor}")) if positions.marker_floor else len(staging.files())
+    out.write(
+        f"read markers: {mfiles} of {len(staging.files())} staging file(s) with "
+        f"seqno >= {positions.marker_floor}\n"
+    )
+    fresh = read.fresh_records(pools, positions)
+    if fresh is None:
+        out.write(f"\n{NOTHING_NEW}: no raw file at or above the floors\n")
+        return out.getvalue()
+    done = read.done_markers(pools, positions)
+    types = pools.types()
+    ctx = PlanContext(pools.spark, cfg, types, checked)
+    try:
+        with quiet_spark_errors():
+            assigned = assign_rules(cfg, read.candidates(pools.spark, fresh, done), types)
+            plans: list[tuple[str, DataFrame]] = [("candidates", assigned)]
+            for index in range(len(cfg.transforms)):
+                _, outputs_df = plan_rule(ctx, index, assigned)
+                if outputs_df is not None:
+                    plans.append((f"{cfg.describe_rule(index)} outputs", outputs_df))
+        for index in range(len(cfg.transforms)):
+            out.write(f"\n{cfg.describe_rule(index)} → {cfg.transforms[index].out}:\n")
+            out.write(f"  {ctx.sql.get(index, '')}\n")
+        for title, df in plans:
+            out.write(f"\n== Spark plan: {title} ==\n")
+            out.write(_explain(df))
+    finally:
+        ctx.drop_views()
+    return out.getvalue()
+
+
+def _explain(df: DataFrame) -> str:
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        df.explain(mode="formatted")
+    return buffer.getvalue()

@@ -1,0 +1,106 @@
+"""The pools one ETL reads and writes, kept warm between passes.
+
+:class:`EtlPools` opens each raw (input) pool and the staging (output) pool once,
+refusing a pool of the wrong kind; gives the input topics' Spark types from the raw
+pools' metadata; keeps the configuration checked against them (checked again only when
+those types change); and records the outputs' types in the staging pool. The
+SparkSession is the process's one session (:func:`engine.spark.get_spark`) unless one is
+given; it is started on first use. Not thread-safe: :class:`engine.etl.run.EtlRunner`
+holds its lock around every use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.etl.check import check_rules
+from engine.etl.config import EtlConfig, EtlConfigError
+from engine.etl.cursors import Positions
+from engine.etl.envelopes import TopicTypes
+from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError
+from engine.lake.pools import TopicTypes as PoolTypes
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from engine.etl.checked import Checked
+
+
+class EtlPools:
+    """One ETL configuration's pools over a lake, its Spark session and checked rules."""
+
+    def __init__(self, config: EtlConfig, lake: Lake, spark: SparkSession | None = None) -> None:
+        self.config = config
+        self.lake = lake
+        self._spark = spark
+        self._pools: dict[str, Pool] = {}
+        self._checked: tuple[str, Checked] | None = None
+        self._recorded: str | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            from engine.spark import get_spark  # deferred: it loads pyspark
+
+            self._spark = get_spark()
+        return self._spark
+
+    def _pool(self, name: str, kind: str, role: str) -> Pool:
+        pool = self._pools.get(name)
+        if pool is None:
+            try:
+                pool = self.lake.open_pool(name)
+            except PoolError as exc:
+                raise EtlConfigError(f"{self.config.source}: {role} pool {name!r}: {exc}") from None
+            self._pools[name] = pool
+        if pool.kind != kind:
+            raise EtlConfigError(
+                f"{self.config.source}: {role} pool {name!r} is a {pool.kind} pool, "
+                f"an ETL {role} must be a {kind} pool"
+            )
+        return pool
+
+    @property
+    def staging(self) -> Pool:
+        return self._pool(self.config.staging_pool, STAGING, "output")
+
+    def raw(self, name: str) -> Pool:
+        return self._pool(name, RAW, "input")
+
+    def refresh(self) -> None:
+        """Load every pool's newest snapshot."""
+        for name in self.config.raw_pools:
+            self.raw(name).refresh()
+        self.staging.refresh()
+
+    def positions(self) -> Positions:
+        """The ETL's positions in the loaded staging snapshot."""
+        return Positions.load(self.config, self.staging)
+
+    def types(self) -> dict[str, TopicTypes]:
+        """Each input topic's (key, value) Spark types from its raw pool (None: unknown)."""
+        return {t: self.raw(self.config.pool_of(t)).spark_types(t) for t in self.config.input_topics}
+
+    def check(self) -> Checked:
+        """Check the configuration against the lake and the input types (cached while
+        the types do not change); raises :class:`EtlConfigError`."""
+        _ = self.staging
+        types = self.types()
+        signature = repr(
+            sorted((t, k.json() if k else None, v.json() if v else None) for t, (k, v) in types.items())
+        )
+        if self._checked is None or self._checked[0] != signature:
+            self._checked = (signature, check_rules(self.config, self.spark, types))
+        return self._checked[1]
+
+    def record_output_types(self, checked: Checked) -> None:
+        """Record the outputs' key and value types in the staging pool (once per change)."""
+        found = checked.output_types(self.config)
+        wanted = {
+            topic: PoolTypes(key=k.json() if k else None, value=v.json() if v else None)
+            for topic, (k, v) in found.items()
+        }
+        signature = repr(sorted((t, w.key, w.value) for t, w in wanted.items()))
+        if wanted and signature != self._recorded:
+            self.staging.record_types(wanted)
+            self._recorded = signature
