@@ -55,7 +55,16 @@ def produce(
     first produce call until every record is acknowledged."""
     from engine.kafka import clients
 
-    clients.ensure_topic(profile, topic, partitions=partitions)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            clients.ensure_topic(profile, topic, partitions=partitions)
+            break
+        except clients.TopicNotFound:
+            # a new topic can be missing from the metadata for a moment (seen under load)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     producer = clients.producer(profile, extra={"linger.ms": 50, "compression.type": "none"})
     started = time.monotonic()
     for i in range(n):
