@@ -6,8 +6,8 @@
    temporary directory; both stopped at the end).
 2. Produces N Debezium-like change events (Avro, Confluent wire format, ~200 bytes: an
    update with ``before``, ``after``, ``source`` and ``transaction``; Avro keys) to a
-   1-partition topic. The values cycle through 5,000 distinct encoded events, which
-   costs the decoders the same as N distinct ones.
+   1-partition topic (bench/avro_records.py). The values cycle through 5,000 distinct
+   encoded events, which costs the decoders the same as N distinct ones.
 3. **Ceiling**: confluent-kafka consumes the topic (zync's consumer settings) and
    fastavro decodes every key and value (``schemaless_reader``, garbage collector
    paused), no lake: records/s. Measured before and after the ingest; the mean is used.
@@ -24,7 +24,6 @@ import argparse
 import gc
 import io
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -35,45 +34,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TOPIC = "bench.inventory.invoices"
-DISTINCT = 5000
 
 
 def produce(profile, n: int, value_id: int, key_id: int) -> float:
-    import fastavro
+    from bench.avro_records import encoded_records, mean_size
+    from bench.avro_records import produce as produce_records
 
-    from engine.kafka import clients
-    from tests.fixtures import debezium as dbz
-
-    value_schema = fastavro.parse_schema(dbz.AVRO_VALUE_SCHEMA)
-    key_schema = fastavro.parse_schema(dbz.AVRO_KEY_SCHEMA)
-    rnd = random.Random(42)
-
-    def encode(schema_id: int, schema, record) -> bytes:
-        buf = io.BytesIO()
-        buf.write(b"\x00" + schema_id.to_bytes(4, "big"))
-        fastavro.schemaless_writer(buf, schema, record)
-        return buf.getvalue()
-
-    values = [encode(value_id, value_schema, dbz.event(i, "u", rnd, transaction=True)) for i in range(DISTINCT)]
-    keys = [encode(key_id, key_schema, {"ID": i}) for i in range(DISTINCT)]
-    clients.ensure_topic(profile, TOPIC, partitions=1)
-    producer = clients.producer(profile, extra={"linger.ms": 50, "compression.type": "none"})
-    started = time.monotonic()
-    for i in range(n):
-        j = i % DISTINCT
-        while True:
-            try:
-                producer.produce(TOPIC, key=keys[j], value=values[j], partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 50_000 == 0:
-            producer.poll(0)
-    left = producer.flush(120)
-    if left:
-        raise SystemExit(f"{left} records not delivered")
-    avg = sum(len(v) for v in values) / len(values)
-    print(f"produced {n:,} records (values ~{avg:.0f} bytes) in {time.monotonic() - started:.1f}s")
+    keys, values = encoded_records(value_id, key_id)
+    seconds = produce_records(profile, TOPIC, n, keys, values)
+    avg = mean_size(values)
+    print(f"produced {n:,} records (values ~{avg:.0f} bytes) in {seconds:.1f}s")
     return avg
 
 
