@@ -213,7 +213,7 @@ def _signal_group(pid: int, signum: int) -> None:
 
 def cluster_env(home: Path, tag: str, conf_dir: Path) -> dict[str, str]:
     """The environment of the daemons: SPARK_HOME = pyspark, our Java and Python."""
-    from engine.spark import resolve_java
+    from engine.jvm.java import resolve_java
 
     env = dict(os.environ)
     for name in (

@@ -15,6 +15,7 @@ Spark).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -46,26 +47,50 @@ _RESULT_TYPES = {
 }
 
 
-def plan_pass(pools: EtlPools, positions: Positions, checked: Checked) -> Plan:
+@dataclass(frozen=True)
+class WarmRead:
+    """A pass's input read from the ETL's window (:mod:`engine.etl.window`): the rows
+    (``FRESH_SCHEMA``) and this ETL's markers above the cursors, both in memory."""
+
+    rows: pa.Table
+    done: pa.Table
+
+
+def plan_pass(
+    pools: EtlPools, positions: Positions, checked: Checked, warm: WarmRead | None = None
+) -> Plan:
     """Read and plan in Spark; one job (plus one for the done markers, if any can
     exist) brings the fates and the output counts to the driver, which decides. The
-    outputs stay persisted on the executors until the plan is released."""
+    outputs stay persisted on the executors until the plan is released. With ``warm``,
+    the rows and markers come from memory: a small local frame, no Delta read."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     spark = pools.spark
     config = pools.config
-    fresh = read.fresh_records(pools, positions)
-    if fresh is None:
-        return empty_plan(positions)
-    done = read.done_markers(pools, positions)
+    if warm is not None:
+        if warm.rows.num_rows == 0 and warm.done.num_rows == 0:
+            plan = empty_plan(positions)
+            plan.read_rows, plan.done = warm.rows, warm.done
+            return plan
+        fresh = spark.createDataFrame(warm.rows)
+        done = warm.done
+    else:
+        cold = read.fresh_records(pools, positions)
+        if cold is None:
+            return empty_plan(positions)
+        fresh = cold
+        done = read.done_markers(pools, positions)
     types = pools.types()
     with quiet_spark_errors():
-        assigned = assign_rules(config, read.candidates(spark, fresh, done), types).cache()
+        assigned = assign_rules(config, read.candidates(spark, fresh, done), types)
+        if warm is None:
+            assigned = assigned.cache()
     ctx: PlanContext | None = None
     try:
-        # materialize the candidates once: every branch of the plan reads them
-        count = assigned.count()
+        # cold: materialize the candidates once, every branch of the plan reads them;
+        # warm: they are a local frame of at most this many rows already
+        count = assigned.count() if warm is None else warm.rows.num_rows
         ctx = PlanContext(spark, config, types, checked, small=count <= BROADCAST_ROWS)
         dead = fates(fresh.where(F.col("__dead")), None, F.lit(DEAD))
         fate_parts = [dead]
@@ -102,7 +127,7 @@ def plan_pass(pools: EtlPools, positions: Positions, checked: Checked) -> Plan:
         plan = decide(pools, positions, done, fates_, counts)
         if plan.counts:
             plan.local_outputs = outputs.select(list(OUTPUT_COLUMNS))
-        return plan
+        return _with_read(plan, fresh, warm, done)
     counted = table.filter(pc.equal(kind, "c"))
     counts = _counts(counted.column("topic"), counted.column("offset"))
     try:
@@ -115,6 +140,16 @@ def plan_pass(pools: EtlPools, positions: Positions, checked: Checked) -> Plan:
         plan.outputs = result.where(F.col("kind") == "o").select(*OUTPUT_COLUMNS)
     else:
         result.unpersist()
+    return _with_read(plan, fresh, warm, done)
+
+
+def _with_read(plan: Plan, fresh: DataFrame, warm: WarmRead | None, done: pa.Table) -> Plan:
+    """Note on the plan what the pass read, for the window of the next pass."""
+    plan.done = done
+    if warm is not None:
+        plan.read_rows = warm.rows
+    else:
+        plan.fresh = fresh
     return plan
 
 

@@ -99,9 +99,7 @@ def numbered_arrow(outputs: pa.Table, numbers: list[TopicNumbers]) -> pa.Table:
     ascending order puts NULLs first), offsets and seqnos."""
     keys = ["out", "o1", "o2", "o3", "o4", "o5", "key", "value"]
     outs = outputs.take(
-        pc.sort_indices(
-            outputs, sort_keys=[(k, "ascending") for k in keys], null_placement="at_start"
-        )
+        pc.sort_indices(outputs, sort_keys=[(k, "ascending", "at_start") for k in keys])
     ).combine_chunks()
     pieces, seqnos = [], []
     for _, base, start, count in numbers:

@@ -68,6 +68,11 @@ class Plan:
     #: The first staging seqno of this plan's outputs (the markers follow them).
     first_seqno: int = 0
     cached: DataFrame | None = None
+    #: What the pass read: the input rows (a Spark frame when read cold, Arrow when read
+    #: from the window) and this ETL's markers above the cursors; see engine.etl.window.
+    fresh: DataFrame | None = None
+    read_rows: pa.Table | None = None
+    done: pa.Table | None = None
 
     @property
     def empty(self) -> bool:
@@ -184,6 +189,24 @@ def _min_by(table: pa.Table, keys: list[str], column: str) -> dict[tuple[Any, ..
     return {tuple(col[i] for col in columns): value for i, value in enumerate(values)}
 
 
+def marker_positions(decided: pa.Table, first_marker_seqno: int) -> pa.Table:
+    """``topic, partition, offset, seqno`` of the markers made for ``decided`` (in its
+    order), whose staging seqnos start at ``first_marker_seqno``."""
+    return pa.table(
+        {
+            "topic": decided.column("topic").cast(pa.string()),
+            "partition": decided.column("partition").cast(pa.int32()),
+            "offset": decided.column("offset").cast(pa.int64()),
+            "seqno": arange(first_marker_seqno, decided.num_rows),
+        }
+    ).cast(mk.DONE_SCHEMA)
+
+
+def new_marker_positions(plan: Plan) -> pa.Table:
+    """The markers ``plan`` commits, as ``topic, partition, offset, seqno``."""
+    return marker_positions(plan.decided, plan.first_seqno + sum(plan.counts.values()))
+
+
 def _marker_floor(
     done: pa.Table,
     decided: pa.Table,
@@ -193,14 +216,7 @@ def _marker_floor(
 ) -> int:
     """The staging seqno of the oldest of this ETL's markers above the new cursors
     (``next_seqno`` when there is none)."""
-    new_markers = pa.table(
-        {
-            "topic": decided.column("topic").cast(pa.string()),
-            "partition": decided.column("partition").cast(pa.int32()),
-            "offset": decided.column("offset").cast(pa.int64()),
-            "seqno": arange(first_marker_seqno, decided.num_rows),
-        }
-    )
+    new_markers = marker_positions(decided, first_marker_seqno)
     every = pa.concat_tables([done.select(new_markers.column_names).cast(new_markers.schema), new_markers])
     if every.num_rows == 0:
         return next_seqno

@@ -48,6 +48,8 @@ class PassResult:
     moved: dict[TopicPartition, int] = field(default_factory=dict)
     attempts: int = 1
     seconds: float = 0.0
+    #: True when the pass read from the ETL's window (engine.etl.window), not cold.
+    warm: bool = False
     #: The output rows (``topic, offset, timestamp, key, value``), for dry runs.
     rows: pa.Table | None = None
 

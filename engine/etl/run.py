@@ -42,14 +42,26 @@ from engine.etl import inspect
 from engine.etl import markers as mk
 from engine.etl.checked import Checked
 from engine.etl.config import EtlConfig
-from engine.etl.cursors import Positions
+from engine.etl.cursors import Positions, cursor_filter
 from engine.etl.envelopes import TopicTypes
-from engine.etl.evaluate import plan_pass
+from engine.etl.evaluate import DRIVER_OUTPUT_ROWS, WarmRead, plan_pass
 from engine.etl.numbering import PREVIEW_SCHEMA, numbered, numbered_arrow, preview
 from engine.etl.plan import Plan
 from engine.etl.pools import EtlPools
 from engine.etl.result import ExpiredRecord, PassResult, PendingRecord
 from engine.etl.spark_errors import quiet_spark_errors
+from engine.etl.sql import quote
+from engine.etl.window import (
+    FRESH_SCHEMA,
+    WINDOW_ROWS,
+    RawMark,
+    Window,
+    new_rows,
+    next_window,
+    raw_mark,
+    readable,
+    rows_above,
+)
 from engine.lake import delta
 from engine.lake.envelope import EXPIRED, PROCESSED, record_rows
 from engine.lake.pools import Lake, Pool
@@ -78,13 +90,17 @@ class EtlRunner:
         spark: SparkSession | None = None,
         *,
         max_attempts: int = MAX_ATTEMPTS,
+        keep_window: bool = True,
     ) -> None:
         self.config = config
         self.lake = lake
         self.max_attempts = max_attempts
         self.pools = EtlPools(config, lake, spark)
+        self.keep_window = keep_window
         self._idle: tuple[tuple[int, ...], int] | None = None
         self._idle_pending: dict[str, int] = {}
+        self._window: Window | None = None
+        self._marks: dict[str, RawMark] = {}
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -145,9 +161,12 @@ class EtlRunner:
                 plan = self._plan(positions, checked)
                 try:
                     result = self._result(plan, dry_run, attempt)
+                    result.warm = plan.read_rows is not None
                     if plan.empty:
                         self._idle = idle_key
                         self._idle_pending = dict(result.pending)
+                        if not dry_run:
+                            self._keep(plan, positions.staging_version)
                         result.seconds = time.monotonic() - started
                         return result
                     if dry_run:
@@ -173,7 +192,9 @@ class EtlRunner:
                             files=files,
                         )
                     except delta.CommitConflict:
+                        self._window = None
                         continue
+                    self._keep(plan, version)
                 finally:
                     plan.release()
                 result.committed = True
@@ -186,8 +207,64 @@ class EtlRunner:
             )
 
     def _plan(self, positions: Positions, checked: Checked) -> Plan:
-        """Read, evaluate in Spark and decide (:func:`engine.etl.evaluate.plan_pass`)."""
-        return plan_pass(self.pools, positions, checked)
+        """Read, evaluate in Spark and decide (:func:`engine.etl.evaluate.plan_pass`):
+        from the window when it is still good, else cold."""
+        return plan_pass(self.pools, positions, checked, self._warm_read(positions))
+
+    # -- the window kept between passes (engine.etl.window) ---------------------------
+
+    def _warm_read(self, positions: Positions) -> WarmRead | None:
+        """The pass's input from the window plus the raw rows committed since, or None
+        (read cold) when there is no window or it no longer holds; notes the raw marks
+        the read stands on."""
+        raws = {name: self.raw(name) for name in self.config.raw_pools}
+        self._marks = {name: raw_mark(pool) for name, pool in raws.items()}
+        window, self._window = self._window, None
+        if window is None or window.staging_version != positions.staging_version:
+            return None
+        parts = [window.rows]
+        for name, pool in raws.items():
+            seen, now = window.raw.get(name), self._marks[name]
+            if seen is None or seen.table_id != now.table_id or now.version < seen.version:
+                return None
+            if now.last_seqno > seen.last_seqno:
+                if not readable(pool):
+                    return None
+                topics = [i.topic for i in self.config.inputs if i.pool == name]
+                fresh = new_rows(name, pool, seen.last_seqno, topics)
+                parts.append(rows_above(fresh, positions.cursors))
+        rows = pa.concat_tables(parts)
+        if rows.num_rows > WINDOW_ROWS + DRIVER_OUTPUT_ROWS:
+            return None  # a burst: Spark reads it cold
+        return WarmRead(rows, window.done)
+
+    def _keep(self, plan: Plan, staging_version: int) -> None:
+        """The window for the next pass, after ``plan`` (committed as
+        ``staging_version``, or found nothing to commit)."""
+        self._window = None
+        if not self.keep_window or plan.done is None:
+            return
+        read_rows = plan.read_rows
+        if read_rows is None and plan.fresh is not None:
+            read_rows = self._collect_window(plan)
+        if read_rows is not None:
+            self._window = next_window(read_rows, plan.done, plan, staging_version, self._marks)
+
+    def _collect_window(self, plan: Plan) -> pa.Table | None:
+        """After a cold pass: the rows it read that stay in the window (above the new
+        cursors, at or after the new floors), from Spark — None when too many."""
+        assert plan.fresh is not None
+        after = plan.positions if plan.empty else plan.after
+        floors = " OR ".join(
+            f"(pool = {quote(name)} AND seqno >= {after.floor(name)})"
+            for name in self.config.raw_pools
+        )
+        above = cursor_filter(after.cursors, self.config.input_topics)
+        with quiet_spark_errors():
+            rows = plan.fresh.where(f"({floors}) AND {above}").limit(WINDOW_ROWS + 1).toArrow()
+        if rows.num_rows > WINDOW_ROWS:
+            return None
+        return rows.select(FRESH_SCHEMA.names).cast(FRESH_SCHEMA)
 
     def _result(self, plan: Plan, dry_run: bool, attempt: int) -> PassResult:
         result = PassResult(self.config.name, dry_run=dry_run, attempts=attempt)

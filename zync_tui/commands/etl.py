@@ -39,16 +39,13 @@ def _runner(config: Path, lake: Path | None, spark_master: str | None = None) ->
     from engine.lake.pools import Lake
     from engine.settings.lake import lake_path
     from engine.settings.spark import load_spark_settings
-    from engine.spark import JavaNotFoundError, get_spark
+    from engine.spark import get_spark
 
     etl_config = load_config(config)
     root = lake if lake is not None else lake_path()
     if not root.is_dir():
         raise UserError(f"no lake at {root}: create pools with `zync pool create`, or pass --lake")
-    try:
-        spark = get_spark(load_spark_settings(spark_master))
-    except JavaNotFoundError as exc:
-        raise UserError(str(exc)) from None
+    spark = get_spark(load_spark_settings(spark_master))  # a missing Java is a ZyncError
     return EtlRunner(etl_config, Lake(root), spark)
 
 
