@@ -52,6 +52,11 @@ class KafkaUnavailable(ZyncError):
     """Kafka could not be reached (or refused us) within the timeout."""
 
 
+class KafkaRefused(KafkaUnavailable):
+    """The brokers refused our SASL login or TLS handshake: no retry helps, a setting
+    must change (the message names it)."""
+
+
 class TopicNotFound(ZyncError):
     pass
 
@@ -163,9 +168,9 @@ def check_reachable(profile: KafkaProfile, timeout: float = 10.0) -> dict[str, A
     """Ask for cluster metadata; raise :class:`KafkaUnavailable` in words if it fails.
 
     Returns ``{topic: partition count}`` for every topic, since the answer has them. A
-    refused SASL login or TLS handshake fails at once, naming the setting to fix
-    (:mod:`engine.kafka.refusals`); anything else (nothing listening, say) is retried
-    until ``timeout``.
+    refused SASL login or TLS handshake fails at once with :class:`KafkaRefused`, naming
+    the setting to fix (:mod:`engine.kafka.refusals`); anything else (nothing listening,
+    say) is retried until ``timeout``.
     """
     errors = ErrorLog()
     admin = _built(AdminClient, profile, client_config(profile, errors=errors))
@@ -180,7 +185,7 @@ def check_reachable(profile: KafkaProfile, timeout: float = 10.0) -> dict[str, A
             admin.poll(0)  # serve the error callback: the reason (refused, TLS, SASL) is there
             refused = refusal(errors.specific, profile) if errors.specific else None
             if refused:
-                raise KafkaUnavailable(f"cannot reach {where(profile)}: {refused}") from None
+                raise KafkaRefused(f"cannot reach {where(profile)}: {refused}") from None
             if time.monotonic() < deadline:
                 continue
             raise KafkaUnavailable(

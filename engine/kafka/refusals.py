@@ -30,7 +30,9 @@ from engine.settings.kafka import KafkaProfile, SaslMechanism
 #: ``sasl_ssl://127.0.0.1:9093/bootstrap: `` (or ``127.0.0.1:9092/1: ``) before the reason
 _BROKER_PREFIX: Final = re.compile(r"^(?:\w+://)?[^\s/]+/[^\s:]+: ")
 #: ``(after 317ms in state AUTH_REQ)`` (with ``, N identical error(s) suppressed``) after it
-_STATE_SUFFIX: Final = re.compile(r"\s*\(after \d+ms in state [^)]*\)\s*$")
+_STATE_SUFFIX: Final = re.compile(
+    r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)\s*$"
+)
 #: OpenSSL's prefix of a reason, e.g. ``error:0A000086:SSL routines::``
 _OPENSSL_CODE: Final = re.compile(r"error:[0-9A-Fa-f]+:[\w ]+ routines:[^:]*:")
 #: "broker's supported mechanisms: PLAIN,SCRAM-SHA-512" (empty: no SASL at that listener)

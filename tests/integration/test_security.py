@@ -244,7 +244,11 @@ class Scenario:
     outputs: list[str] = field(default_factory=list)
 
     def zync(
-        self, *args: str, input: str | None = None, timeout: float = 180, ok: bool = True  # noqa: A002
+        self,
+        *args: str,
+        input: str | None = None,  # noqa: A002 - subprocess's name
+        timeout: float = 180,
+        ok: bool = True,
     ) -> subprocess.CompletedProcess[str]:
         """Run ``zync ARGS`` as a process of its own; keep what it printed."""
         done = subprocess.run(
@@ -415,15 +419,22 @@ def test_every_command_over_a_secured_listener(
 
 
 def _fails_in_one_line(env: dict[str, str], *args: str) -> tuple[str, float]:
-    """Run ``zync ARGS`` in this process with ``env``; its one error line and how long."""
+    """Run ``zync ARGS`` in this process with ``env``; its one error line and how long.
+
+    Nothing else is printed, but for to-kafka's status lines (its events, on stdout)."""
     from zync_tui.cli import app
 
     started = time.monotonic()
     result = CliRunner().invoke(app, list(args), env=env, input='{"a": 1}\n')
     elapsed = time.monotonic() - started
     assert result.exit_code == 1, result.output
-    assert result.stdout == ""
+    if args[0] == "to-kafka":
+        assert all(re.match(r"\d\d:\d\d:\d\d ", ln) for ln in result.stdout.splitlines())
+    else:
+        assert result.stdout == ""
     assert "Traceback" not in result.stderr
+    for secret in (WRONG_PASSWORD, SCRAM_PASSWORD, PLAIN_PASSWORD):
+        assert secret not in result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0], elapsed
@@ -448,6 +459,11 @@ FAILURES = [
       "set tls_client_cert_file and tls_client_key_file"]),
     ("mtls", {"security_protocol": "SASL_SSL", "sasl_username": "x", "sasl_password": "y"},
      "info", ["check security_protocol (SASL_SSL)"]),
+    ("plain", {"sasl_password": WRONG_PASSWORD}, "to-kafka",
+     ["the broker refused the SASL PLAIN login of user 'zync-plain'", "check sasl_password"]),
+    ("scram", {"sasl_password": WRONG_PASSWORD}, "run",
+     ["the broker refused the SASL SCRAM-SHA-512 login of user 'zync-scram'",
+      "check sasl_password"]),
     ("mtls", {"tls_client_key_file": "SERVER_KEY"}, "info",
      ["Kafka settings: the private key in tls_client_key_file (SERVER_KEY) does not belong to "
       "the certificate in tls_client_cert_file"]),
@@ -458,7 +474,8 @@ FAILURES = [
     ("name", "changes", "command", "expected"),
     FAILURES,
     ids=["scram-password", "plain-password", "plain-mechanism", "scram-untrusted-ca",
-         "mtls-untrusted-ca", "mtls-no-client-cert", "mtls-sasl-client", "mtls-wrong-key"],
+         "mtls-untrusted-ca", "mtls-no-client-cert", "mtls-sasl-client", "plain-to-kafka",
+         "scram-run", "mtls-wrong-key"],
 )  # fmt: skip
 def test_a_refused_connection_is_one_prompt_line_naming_the_setting(
     name: str,
@@ -478,17 +495,23 @@ def test_a_refused_connection_is_one_prompt_line_naming_the_setting(
     listener = secured.listeners[name]
     settings = listener.but({k: fill(v) if v else v for k, v in changes.items()})
     env = {**listener.env(settings), "ZYNC_HOME": str(tmp_path)}
+    from engine.lake.pools import Lake
+
+    Lake(tmp_path / "lake").create_pool("Staging", "staging")
+    config = tmp_path / "etl.yaml"
+    config.write_text(CONFIG.format(name="refused", src="anything", out="elsewhere"))
     args = {
         "info": ["info", "-t", "anything"],
         "produce": ["produce", "-t", "anything", "--format", "json"],
         "consume": ["consume", "-t", "anything", "--from-beginning"],
         "from-kafka": ["from-kafka", "-t", "anything", "-p", "Raw", "--create-pool",
-                       "--lake", str(tmp_path)],
+                       "--lake", str(tmp_path / "lake")],
+        "to-kafka": ["to-kafka", "-t", "elsewhere", "-p", "Staging", "-f", "json",
+                     "--lake", str(tmp_path / "lake")],
+        "run": ["run", str(config), "-f", "json", "--lake", str(tmp_path / "lake")],
     }[command]  # fmt: skip
     line, elapsed = _fails_in_one_line(env, *args, "--timeout", "30")
     assert line.startswith("error: "), line
     for part in expected:
         assert fill(part) in line, line
     assert elapsed < 5, f"took {elapsed:.1f}s: {line}"  # refused at once, not at the timeout
-    for secret in (WRONG_PASSWORD, SCRAM_PASSWORD, PLAIN_PASSWORD):
-        assert secret not in line
