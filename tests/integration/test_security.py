@@ -12,12 +12,17 @@ The certificates (a CA, the broker's for 127.0.0.1, a client's, and another CA t
 signed nothing here) are made at test time (:mod:`tests.pki`).
 
 Over each listener one small scenario runs the real ``zync`` commands as processes:
-produce, info, consume, from-kafka, etl, to-kafka (transactional), then ``zync run``
-carries a second batch through all three loops. SCRAM is configured through
-``$ZYNC_KAFKA_*`` variables, PLAIN and mutual TLS through ``kafka.json``. Every output
-and every file under the scenario's ZYNC_HOME is searched for the password (or the
-client's private key). A wrong password, an untrusted broker certificate and a missing
-client certificate each fail within seconds, in one line naming the setting to fix.
+produce, info, consume, from-kafka, to-kafka (transactional; the ETL pass between them
+runs in the test's warm Spark, as ETL talks to no Kafka), then ``zync run`` carries a
+second batch to the output topic: with all three loops (a Spark of its own) over SCRAM,
+with its Kafka loops (from-kafka, to-kafka) over PLAIN and mutual TLS. SCRAM is
+configured through ``$ZYNC_KAFKA_*`` variables, PLAIN and mutual TLS through
+``kafka.json``; both sources give the same librdkafka settings for every listener. Every
+output (``zync dev status`` included) and every file under the scenario's ZYNC_HOME (the
+lake, Spark's log) is searched for the password, or a line of the client's private key.
+
+A wrong password (SCRAM, PLAIN), an untrusted broker certificate and a missing client
+certificate, among others, fail within seconds in one line naming the setting to fix.
 """
 
 from __future__ import annotations
