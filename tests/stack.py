@@ -58,9 +58,12 @@ def _started(process: processes.Process) -> Running:
     return running
 
 
-def start_broker(tmp_dir: Path) -> Running:
-    """An Apache Kafka broker (KRaft) on a free port, its data and log in ``tmp_dir``."""
-    return _started(broker.start_broker(Path(tmp_dir), port=0, timeout=READY_TIMEOUT))
+def start_broker(tmp_dir: Path, options: broker.BrokerOptions | None = None) -> Running:
+    """An Apache Kafka broker (KRaft) on a free port, its data and log in ``tmp_dir``;
+    ``options`` adds listeners, properties and SCRAM users (the security tests)."""
+    return _started(
+        broker.start_broker(Path(tmp_dir), port=0, options=options, timeout=READY_TIMEOUT)
+    )
 
 
 def start_registry(tmp_dir: Path) -> Running:

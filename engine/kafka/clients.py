@@ -15,17 +15,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from engine.errors import ZyncError
+from engine.kafka.refusals import refusal, rejected_file
+from engine.settings.errors import ConfigError
 from engine.settings.kafka import KafkaProfile
 
 log = logging.getLogger("engine.kafka.librdkafka")
+
+C = TypeVar("C", AdminClient, Consumer, Producer)
 
 #: Tansu completes a group join only after the rebalance timeout
 #: (``max.poll.interval.ms``); a short one makes group subscription usable.
@@ -46,6 +50,11 @@ FETCH_DEFAULTS: Mapping[str, str] = {
 
 class KafkaUnavailable(ZyncError):
     """Kafka could not be reached (or refused us) within the timeout."""
+
+
+class KafkaRefused(KafkaUnavailable):
+    """The brokers refused our SASL login or TLS handshake: no retry helps, a setting
+    must change (the message names it)."""
 
 
 class TopicNotFound(ZyncError):
@@ -93,8 +102,20 @@ def where(profile: KafkaProfile) -> str:
     return f"Kafka at {profile.bootstrap_servers} ({profile.security_protocol})"
 
 
+def _built(make: Callable[[dict[str, Any]], C], profile: KafkaProfile, config: dict[str, Any]) -> C:
+    """``make(config)``; a certificate or key file librdkafka refuses is a ConfigError
+    naming the setting (:func:`engine.kafka.refusals.rejected_file`)."""
+    try:
+        return make(config)
+    except KafkaException as exc:
+        why = rejected_file(exc.args[0], profile)
+        if why is None:
+            raise
+        raise ConfigError(f"Kafka settings: {why}") from None
+
+
 def admin_client(profile: KafkaProfile, extra: Mapping[str, Any] | None = None) -> AdminClient:
-    return AdminClient(client_config(profile, extra))
+    return _built(AdminClient, profile, client_config(profile, extra))
 
 
 def consumer(
@@ -117,7 +138,7 @@ def consumer(
     if group:
         config.update(GROUP_DEFAULTS)
     config.update(extra or {})
-    return Consumer(client_config(profile, config))
+    return _built(Consumer, profile, client_config(profile, config))
 
 
 def producer(
@@ -140,18 +161,19 @@ def producer(
         config["transactional.id"] = transactional_id
         config["transaction.timeout.ms"] = 60000
     config.update(extra or {})
-    return Producer(client_config(profile, config))
+    return _built(Producer, profile, client_config(profile, config))
 
 
 def check_reachable(profile: KafkaProfile, timeout: float = 10.0) -> dict[str, Any]:
     """Ask for cluster metadata; raise :class:`KafkaUnavailable` in words if it fails.
 
     Returns ``{topic: partition count}`` for every topic, since the answer has them. A
-    refused TLS handshake or SASL login fails at once; anything else (nothing listening,
+    refused SASL login or TLS handshake fails at once with :class:`KafkaRefused`, naming
+    the setting to fix (:mod:`engine.kafka.refusals`); anything else (nothing listening,
     say) is retried until ``timeout``.
     """
     errors = ErrorLog()
-    admin = AdminClient(client_config(profile, errors=errors))
+    admin = _built(AdminClient, profile, client_config(profile, errors=errors))
     deadline = time.monotonic() + timeout
     wait = 0.25  # grows, so a slow but healthy cluster still gets the time it needs
     while True:
@@ -161,26 +183,16 @@ def check_reachable(profile: KafkaProfile, timeout: float = 10.0) -> dict[str, A
         except KafkaException as exc:
             wait *= 2
             admin.poll(0)  # serve the error callback: the reason (refused, TLS, SASL) is there
-            refused = errors.specific is not None and (
-                errors.specific.code() in _REFUSED or "SSL routines" in errors.specific.str()
-            )
-            if not refused and time.monotonic() < deadline:
+            refused = refusal(errors.specific, profile) if errors.specific else None
+            if refused:
+                raise KafkaRefused(f"cannot reach {where(profile)}: {refused}") from None
+            if time.monotonic() < deadline:
                 continue
-            reason = errors.reason(exc.args[0])
-            hint = (
-                "Check the security settings (security_protocol, tls_*, sasl_*)"
-                if "SSL" in reason or "SASL" in reason
-                else "Is the broker running? (`zync dev status`)"
-            )
-            when = "" if refused else f" within {timeout:g}s"
-            raise KafkaUnavailable(f"cannot reach {where(profile)}{when}: {reason}. {hint}") from None
+            raise KafkaUnavailable(
+                f"cannot reach {where(profile)} within {timeout:g}s: "
+                f"{errors.reason(exc.args[0])}. Is the broker running? (`zync dev status`)"
+            ) from None
     return {name: len(t.partitions) for name, t in metadata.topics.items()}
-
-
-#: Errors no retry will fix: a TLS handshake or a SASL login the broker refused (a TLS
-#: alert after the handshake, such as "certificate required", comes as a transport error
-#: whose text names OpenSSL's "SSL routines").
-_REFUSED = frozenset({KafkaError._SSL, KafkaError._AUTHENTICATION})
 
 
 def topic_partitions(profile: KafkaProfile, topic: str, timeout: float = 10.0) -> list[int]:

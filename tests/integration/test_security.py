@@ -1,419 +1,522 @@
-"""Secure connections: mutual TLS through a TLS-terminating proxy, SASL settings and failures.
+"""Security end to end on the real broker: SASL_SSL + SCRAM, SASL_PLAINTEXT + PLAIN, mutual TLS.
 
-Tansu (the embedded broker) cannot terminate TLS or authenticate clients in this build
-(docs/design.md#the-embedded-stack, re-checked for Tansu 0.6.0: ``--cert`` and ``--key`` are refused together,
-a listener given a combined PEM never completes a handshake, and ``tansu user create``
-fails with "early eof", so no SASL user can exist). So:
+One Apache Kafka broker for the session (:func:`engine.local.broker.start_broker` with
+:class:`~engine.local.broker.BrokerOptions`) has, besides PLAINTEXT (inter-broker), a
+listener for each way zync authenticates:
 
-* **TLS**: a dedicated broker advertises the address of a TLS-terminating proxy in front
-  of it — Debian's stunnel4 when installed, else a small stdlib ``ssl`` proxy written
-  here — that requires client certificates signed by a CA generated at test time.
-  ``zync produce`` / ``zync consume`` run with security_protocol SSL and the tls_*
-  settings; a wrong CA and a missing client certificate fail in one line.
-* **SASL**: how the settings reach librdkafka; a SASL client against a plaintext
-  listener fails its handshake in one line; and against a Tansu started with
-  ``--authentication`` the SCRAM exchange really runs and is refused ("unknown user"),
-  in one line. A *successful* SASL login cannot be exercised: no user can be created.
+* ``SASL_SSL`` with SCRAM-SHA-512 (the user is written into the metadata at format time);
+* ``SASL_PLAINTEXT`` with PLAIN (the user is in the listener's JAAS configuration);
+* ``SSL`` that requires a client certificate (mutual TLS).
+
+The certificates (a CA, the broker's for 127.0.0.1, a client's, and another CA that
+signed nothing here) are made at test time (:mod:`tests.pki`).
+
+Over each listener one small scenario runs the real ``zync`` commands as processes:
+produce, info, consume, from-kafka, to-kafka (transactional; the ETL pass between them
+runs in the test's warm Spark, as ETL talks to no Kafka), then ``zync run`` carries a
+second batch to the output topic: with all three loops (a Spark of its own) over SCRAM,
+with its Kafka loops (from-kafka, to-kafka) over PLAIN and mutual TLS. SCRAM is
+configured through ``$ZYNC_KAFKA_*`` variables, PLAIN and mutual TLS through
+``kafka.json``; both sources give the same librdkafka settings for every listener. Every
+output (``zync dev status`` included) and every file under the scenario's ZYNC_HOME (the
+lake, Spark's log) is searched for the password, or a line of the client's private key.
+
+A wrong password (SCRAM, PLAIN), an untrusted broker certificate and a missing client
+certificate, among others, fail within seconds in one line naming the setting to fix.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import datetime as dt
-import ipaddress
 import json
 import os
-import shutil
-import socket
-import ssl
+import re
+import secrets
+import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from engine.kafka.clients import client_config
-from engine.local import processes
+from engine.kafka.clients import check_reachable, client_config
+from engine.local.broker import BrokerOptions, Listener
+from engine.local.processes import HOST, free_port
 from engine.settings.kafka import load_kafka_profile
-from zync_tui.commands.kafka import make_app
+from tests.pki import Pki, make_pki
 
 pytestmark = pytest.mark.integration
 
-runner = CliRunner()
-APP = make_app()
-HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parents[2]
+SCRAM_USER, PLAIN_USER = "zync-scram", "zync-plain"
+#: distinctive, so finding one anywhere is a leak and not a coincidence
+SCRAM_PASSWORD = f"scram-pw-{secrets.token_hex(12)}"
+PLAIN_PASSWORD = f"plain-pw-{secrets.token_hex(12)}"
+WRONG_PASSWORD = f"wrong-pw-{secrets.token_hex(12)}"
 
 
-def zync(*args: str, input: str | None = None):  # noqa: A002 - click's name
-    return runner.invoke(APP, list(args), input=input)
-
-
-# --------------------------------------------------------------------------- certificates
-
-
-@dataclass(frozen=True)
-class Pki:
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-    other_ca: Path  # a CA that signed nothing here
-
-
-def _key():
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _name(common_name: str):
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _cert(subject: str, key, issuer: str, issuer_key, *, ca: bool, server: bool = False):
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.x509.oid import ExtendedKeyUsageOID
-
-    now = dt.datetime.now(dt.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(subject))
-        .issuer_name(_name(issuer))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if ca:
-        builder = builder.add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False),
-            critical=True,
-        )
-    else:
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]
-            ),
-            critical=False,
-        )
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _write(path: Path, cert=None, key=None) -> Path:
-    from cryptography.hazmat.primitives import serialization
-
-    if cert is not None:
-        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    else:
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        path.chmod(0o600)
-    return path
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    """A CA, a server certificate for 127.0.0.1, a client certificate, and another CA."""
-    d = tmp_path_factory.mktemp("tls")
-    ca_key, other_key = _key(), _key()
-    ca = _cert("zync test CA", ca_key, "zync test CA", ca_key, ca=True)
-    other = _cert("some other CA", other_key, "some other CA", other_key, ca=True)
-    server_key, client_key = _key(), _key()
-    server = _cert(HOST, server_key, "zync test CA", ca_key, ca=False, server=True)
-    client = _cert("zync-client", client_key, "zync test CA", ca_key, ca=False)
-    return Pki(
-        ca=_write(d / "ca.pem", cert=ca),
-        server_cert=_write(d / "server.pem", cert=server),
-        server_key=_write(d / "server.key", key=server_key),
-        client_cert=_write(d / "client.pem", cert=client),
-        client_key=_write(d / "client.key", key=client_key),
-        other_ca=_write(d / "other-ca.pem", cert=other),
-    )
-
-
-# --------------------------------------------------------------------------- processes
-
-
-def _wait_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {HOST}:{port} after {timeout}s")
-
-
-@contextlib.contextmanager
-def tansu(tmp: Path, *, advertised_port: int | None = None, authentication: bool = False):
-    """A Tansu broker of our own (memory storage); yields its port. Stopped by PID."""
-    port = processes.free_port()
-    argv = devstack.broker_argv(devstack.broker_binary(), port)
-    if advertised_port is not None:
-        argv[argv.index("--advertised-listener-url") + 1] = f"tcp://{HOST}:{advertised_port}"
-    if authentication:
-        argv.append("--authentication")
-    log = (tmp / f"tansu-{port}.log").open("wb")
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        _wait_port(port)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
-
-
-@contextlib.contextmanager
-def stunnel(tmp: Path, pki: Pki, port: int, target: int) -> Iterator[str]:
-    conf = tmp / "stunnel.conf"
-    conf.write_text(
-        "foreground = yes\n"
-        f"pid = {tmp / 'stunnel.pid'}\n"
-        f"output = {tmp / 'stunnel.log'}\n"
-        "debug = 5\n"
-        "[kafka]\n"
-        f"accept = {HOST}:{port}\n"
-        f"connect = {HOST}:{target}\n"
-        f"cert = {pki.server_cert}\n"
-        f"key = {pki.server_key}\n"
-        f"CAfile = {pki.ca}\n"
-        "requireCert = yes\n"
-        "verifyChain = yes\n"
-    )
-    binary = shutil.which("stunnel4") or shutil.which("stunnel")
-    proc = subprocess.Popen([binary, str(conf)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        _wait_port(port)
-        yield "stunnel4"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-@contextlib.contextmanager
-def python_tls_proxy(pki: Pki, port: int, target: int) -> Iterator[str]:
-    """A TLS-terminating proxy on the stdlib (test scaffolding, when stunnel is missing)."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki.ca))
-    context.load_cert_chain(str(pki.server_cert), str(pki.server_key))
-    context.verify_mode = ssl.CERT_REQUIRED
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    tasks: set[asyncio.Task] = set()
-
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, ssl.SSLError):
-            pass
-        finally:
-            writer.close()
-
-    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        try:
-            broker_r, broker_w = await asyncio.open_connection(HOST, target)
-        except OSError:
-            client_w.close()
-            return
-        await asyncio.gather(pipe(client_r, broker_w), pipe(broker_r, client_w))
-
-    async def serve() -> asyncio.Server:
-        return await asyncio.start_server(handle, HOST, port, ssl=context)
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        server = loop.run_until_complete(serve())
-        tasks.add(server)  # type: ignore[arg-type]
-        ready.set()
-        loop.run_forever()
-        server.close()
-        loop.run_until_complete(server.wait_closed())
-
-    thread = threading.Thread(target=run, name="tls-proxy", daemon=True)
-    thread.start()
-    ready.wait(10)
-    try:
-        yield "python ssl proxy"
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+# --------------------------------------------------------------------------- the broker
 
 
 @dataclass(frozen=True)
-class TlsBroker:
-    address: str  # the proxy: what clients bootstrap from
-    proxy: str
+class Secured:
+    """One secured listener and the zync settings (``kafka.json`` keys) that reach it."""
+
+    name: str
+    settings: dict[str, str]
+    #: what must never be shown: the password, or a line of the client's private key
+    secret: str
+
+    def env(self, settings: dict[str, str] | None = None) -> dict[str, str]:
+        """The same settings as ``$ZYNC_KAFKA_*`` variables."""
+        return {f"ZYNC_KAFKA_{k.upper()}": v for k, v in (settings or self.settings).items()}
+
+    def but(self, changes: dict[str, str | None]) -> dict[str, str]:
+        """The settings with some changed (None removes a key)."""
+        out = dict(self.settings)
+        for key, value in changes.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        return out
 
 
-@pytest.fixture(scope="module")
-def tls_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[TlsBroker]:
-    tmp = tmp_path_factory.mktemp("tls-broker")
-    proxy_port = processes.free_port()
-    with tansu(tmp, advertised_port=proxy_port) as broker_port:
-        wanted = os.environ.get("ZYNC_TEST_TLS_PROXY", "stunnel")  # "python" forces ours
-        if wanted != "python" and (shutil.which("stunnel4") or shutil.which("stunnel")):
-            proxy = stunnel(tmp, pki, proxy_port, broker_port)
-        else:
-            proxy = python_tls_proxy(pki, proxy_port, broker_port)
-        with proxy as name:
-            yield TlsBroker(f"{HOST}:{proxy_port}", name)
+@dataclass(frozen=True)
+class SecuredBroker:
+    pki: Pki
+    plaintext: str  # the PLAINTEXT listener's address
+    listeners: dict[str, Secured]
 
 
-def _tls_args(pki: Pki, tls_broker: TlsBroker, *, ca: Path | None = None, client: bool = True):
-    args = ["-b", tls_broker.address, "--security-protocol", "SSL",
-            "--tls-server-ca-cert-file", str(ca or pki.ca)]
-    if client:
-        args += ["--tls-client-cert-file", str(pki.client_cert),
-                 "--tls-client-key-file", str(pki.client_key)]
-    return args
-
-
-# --------------------------------------------------------------------------- TLS
-
-
-def test_mutual_tls_produce_and_consume(pki: Pki, tls_broker: TlsBroker) -> None:
-    args = _tls_args(pki, tls_broker)
-    produced = zync("produce", "-t", "secure", "--format", "json", "--key", "id", *args,
-                    input='{"id": 1, "msg": "over TLS"}\n{"id": 2, "msg": "still"}\n')
-    assert produced.exit_code == 0, produced.output
-    assert "produced 2 records to secure as json" in produced.stdout
-    consumed = zync("consume", "-t", "secure", "--from-beginning", "--max", "2", *args)
-    assert consumed.exit_code == 0, consumed.output
-    got = [json.loads(line) for line in consumed.stdout.splitlines()]
-    assert [(r["key"], r["value"]["msg"]) for r in got] == [(1, "over TLS"), (2, "still")]
-    info = zync("info", "-t", "secure", "--json", *args)
-    assert info.exit_code == 0, info.output
-    assert json.loads(info.stdout)["partitions"][0]["partition"] == 0
-
-
-def test_tls_settings_from_the_profile_file(pki: Pki, tls_broker: TlsBroker) -> None:
-    home = Path(os.environ["ZYNC_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "kafka.json").write_text(json.dumps({
-        "bootstrap_servers": tls_broker.address,
-        "security_protocol": "SSL",
-        "tls_server_ca_cert_file": str(pki.ca),
-        "tls_client_cert_file": str(pki.client_cert),
-        "tls_client_key_file": str(pki.client_key),
-    }))
-    produced = zync("produce", "-t", "secure-file", "--format", "json", input='{"a": 1}\n')
-    assert produced.exit_code == 0, produced.output
-
-
-def _one_line_error(result) -> str:
-    assert result.exit_code == 1, result.output
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
-
-
-def test_a_wrong_ca_is_one_clear_line(pki: Pki, tls_broker: TlsBroker) -> None:
-    started = time.monotonic()
-    result = zync("info", "-t", "secure", "--timeout", "3",
-                  *_tls_args(pki, tls_broker, ca=pki.other_ca))
-    line = _one_line_error(result)
-    assert time.monotonic() - started < 8
-    assert line.startswith(f"error: cannot reach Kafka at {tls_broker.address} (SSL): ")
-    assert "certificate verify failed" in line
-    assert "Check the security settings" in line
-
-
-def test_without_a_client_certificate_the_proxy_refuses(pki: Pki, tls_broker: TlsBroker) -> None:
-    result = zync("info", "-t", "secure", "--timeout", "3",
-                  *_tls_args(pki, tls_broker, client=False))
-    line = _one_line_error(result)
-    assert line.startswith(f"error: cannot reach Kafka at {tls_broker.address} (SSL): ")
-    assert "certificate required" in line  # the proxy's TLS alert, as librdkafka saw it
-
-
-# --------------------------------------------------------------------------- SASL
-
-
-def test_sasl_settings_reach_librdkafka(tmp_path: Path, pki: Pki) -> None:
-    profile = load_kafka_profile(
-        {"bootstrap_servers": "k1:9093,k2:9093", "security_protocol": "sasl_ssl",
-         "sasl_mechanisms": "SCRAM-SHA-512", "sasl_username": "alice",
-         "sasl_password": "s3cret-pw", "tls_server_ca_cert_file": str(pki.ca)},
-        env={}, home=tmp_path,
+def _broker_options(pki: Pki, ports: dict[str, int]) -> BrokerOptions:
+    tls = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server_keystore),  # key + certificate
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+    }
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    plain = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'user_{PLAIN_USER}="{PLAIN_PASSWORD}";'
     )
-    config = client_config(profile)
-    assert {k: config[k] for k in ("bootstrap.servers", "security.protocol", "sasl.mechanisms",
-                                   "sasl.username", "sasl.password", "ssl.ca.location")} == {
-        "bootstrap.servers": "k1:9093,k2:9093",
+    properties = {
+        **{f"listener.name.sasl_ssl.{k}": v for k, v in tls.items()},
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain,
+        **{f"listener.name.ssl.{k}": v for k, v in tls.items()},
+        "listener.name.ssl.ssl.client.auth": "required",
+    }
+    return BrokerOptions(
+        listeners=tuple(Listener(protocol, port) for protocol, port in ports.items()),
+        properties=properties,
+        scram_users=(("SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD),),
+    )
+
+
+@pytest.fixture(scope="session")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    """The secured broker, for the whole session; stopped by PID."""
+    from tests.stack import start_broker
+
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    ports = {protocol: free_port() for protocol in ("SASL_SSL", "SASL_PLAINTEXT", "SSL")}
+    running = start_broker(tmp_path_factory.mktemp("secured-broker"), _broker_options(pki, ports))
+    key_line = pki.client_key.read_text().splitlines()[1]
+    listeners = {
+        "scram": Secured(
+            "scram",
+            {
+                "bootstrap_servers": f"{HOST}:{ports['SASL_SSL']}",
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanisms": "SCRAM-SHA-512",
+                "sasl_username": SCRAM_USER,
+                "sasl_password": SCRAM_PASSWORD,
+                "tls_server_ca_cert_file": str(pki.ca),
+            },
+            SCRAM_PASSWORD,
+        ),
+        "plain": Secured(
+            "plain",
+            {
+                "bootstrap_servers": f"{HOST}:{ports['SASL_PLAINTEXT']}",
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanisms": "PLAIN",
+                "sasl_username": PLAIN_USER,
+                "sasl_password": PLAIN_PASSWORD,
+            },
+            PLAIN_PASSWORD,
+        ),
+        "mtls": Secured(
+            "mtls",
+            {
+                "bootstrap_servers": f"{HOST}:{ports['SSL']}",
+                "security_protocol": "SSL",
+                "tls_server_ca_cert_file": str(pki.ca),
+                "tls_client_cert_file": str(pki.client_cert),
+                "tls_client_key_file": str(pki.client_key),
+            },
+            key_line,
+        ),
+    }
+    yield SecuredBroker(pki, running.address, listeners)
+    running.stop()
+
+
+# --------------------------------------------------------------------------- settings
+
+
+#: librdkafka's keys for each listener's settings (paths filled in by the test)
+LIBRDKAFKA = {
+    "scram": {
         "security.protocol": "SASL_SSL",
         "sasl.mechanisms": "SCRAM-SHA-512",
-        "sasl.username": "alice",
-        "sasl.password": "s3cret-pw",
-        "ssl.ca.location": str(pki.ca),
+        "sasl.username": SCRAM_USER,
+        "sasl.password": SCRAM_PASSWORD,
+        "ssl.ca.location": "tls_server_ca_cert_file",
+    },
+    "plain": {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": PLAIN_USER,
+        "sasl.password": PLAIN_PASSWORD,
+    },
+    "mtls": {
+        "security.protocol": "SSL",
+        "ssl.ca.location": "tls_server_ca_cert_file",
+        "ssl.certificate.location": "tls_client_cert_file",
+        "ssl.key.location": "tls_client_key_file",
+    },
+}
+
+
+@pytest.mark.parametrize("name", ["scram", "plain", "mtls"])
+def test_settings_from_file_or_environment_reach_librdkafka(
+    name: str, secured: SecuredBroker, tmp_path: Path
+) -> None:
+    listener = secured.listeners[name]
+    (tmp_path / "kafka.json").write_text(json.dumps(listener.settings))
+    (tmp_path / "kafka.json").chmod(0o600)
+    from_file = load_kafka_profile(env={}, home=tmp_path)
+    from_env = load_kafka_profile(env=listener.env(), home=tmp_path / "empty")
+    assert from_file == from_env
+    expected = {
+        "bootstrap.servers": listener.settings["bootstrap_servers"],
+        **{k: listener.settings.get(v, v) for k, v in LIBRDKAFKA[name].items()},
     }
-    assert "s3cret-pw" not in repr(profile)
-    plain = load_kafka_profile(
-        {"bootstrap_servers": "k:9092", "security_protocol": "SASL_PLAINTEXT",
-         "sasl_username": "bob", "sasl_password": "pw"}, env={}, home=tmp_path)
-    assert client_config(plain)["sasl.mechanisms"] == "PLAIN"
+    config = client_config(from_env)
+    assert {k: config[k] for k in expected} == expected
+    assert listener.secret not in repr(from_env)
+    assert check_reachable(from_env, timeout=10) is not None  # the broker takes them
 
 
-def test_sasl_against_a_plaintext_listener_fails_in_one_line(broker) -> None:
-    secret = "sasl-Pa55word-never-shown"
-    started = time.monotonic()
-    result = zync("info", "-t", "anything", "-b", broker.address, "--timeout", "3",
-                  "--security-protocol", "SASL_PLAINTEXT", "--sasl-username", "alice",
-                  "--sasl-password", secret)
-    line = _one_line_error(result)
-    assert time.monotonic() - started < 8
-    assert line.startswith(f"error: cannot reach Kafka at {broker.address} (SASL_PLAINTEXT): ")
-    assert "SASL" in line
-    assert "Check the security settings" in line
-    assert secret not in result.output
+# --------------------------------------------------------------------------- scenario
+
+CONFIG = """\
+name: secure-{name}
+inputs:
+  - {{topic: {src}, pool: Raw}}
+outputs:
+  - {{topic: {out}, pool: Staging}}
+transforms:
+  - type: stateless
+    name: shout
+    in: {src}
+    out: {out}
+    sql: |
+      SELECT in.key AS key,
+             named_struct('id', in.value.id, 'msg', upper(in.value.msg)) AS value
+"""
 
 
-def test_scram_against_an_authenticating_tansu_is_refused_in_one_line(tmp_path: Path) -> None:
-    secret = "scram-Pa55word-never-shown"
-    with tansu(tmp_path, authentication=True) as port:
-        env = dict(os.environ, ZYNC_KAFKA_SASL_PASSWORD=secret)
+@dataclass
+class Scenario:
+    """One listener's zync home, environment, topics, and everything zync printed."""
+
+    listener: Secured
+    home: Path
+    env: dict[str, str]
+    config: Path
+    src: str
+    out: str
+    outputs: list[str] = field(default_factory=list)
+
+    def zync(
+        self,
+        *args: str,
+        input: str | None = None,  # noqa: A002 - subprocess's name
+        timeout: float = 180,
+        ok: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``zync ARGS`` as a process of its own; keep what it printed."""
         done = subprocess.run(
-            [sys.executable, "-m", "zync_tui.commands.kafka", "info", "-t", "x",
-             "-b", f"{HOST}:{port}", "--timeout", "3", "--security-protocol", "SASL_PLAINTEXT",
-             "--sasl-mechanisms", "SCRAM-SHA-512", "--sasl-username", "alice"],
-            capture_output=True, text=True, env=env, timeout=60,
+            [sys.executable, "-m", "zync_tui.cli", *args],
+            input=input,
+            env=self.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
-    assert done.returncode == 1, done.stderr
-    assert done.stdout == ""
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert "SASL SCRAM authentication failed" in lines[0]
-    assert "unknown-user" in lines[0]
-    assert secret not in done.stdout + done.stderr
+        self.outputs.append(done.stdout + done.stderr)
+        if ok:
+            assert done.returncode == 0, f"zync {' '.join(args)}:\n{done.stdout}{done.stderr}"
+        return done
+
+    def consume(self, topic: str, count: int, wait: float = 60) -> list[dict[str, Any]]:
+        """The first ``count`` records of ``topic``; waits for them up to ``wait`` seconds
+        without a new one."""
+        done = self.zync(
+            "consume", "-t", topic, "--from-beginning", "--max", str(count),
+            "--exit-after", f"{wait:g}s", timeout=wait + 120,
+        )  # fmt: skip
+        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def scenario(listener: Secured, tmp_path: Path, *, via_env: bool) -> Scenario:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZYNC_")}
+    env.update(ZYNC_HOME=str(home), PYTHONUNBUFFERED="1")
+    if via_env:
+        env.update(listener.env())
+    else:
+        (home / "kafka.json").write_text(json.dumps(listener.settings))
+        (home / "kafka.json").chmod(0o600)
+    # Spark for `zync run`: small and quick
+    (home / "spark.json").write_text(json.dumps({
+        "master": "local[2]",
+        "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+    }))  # fmt: skip
+    suffix = secrets.token_hex(3)
+    src, out = f"secure_in_{listener.name}_{suffix}", f"secure_out_{listener.name}_{suffix}"
+    config = tmp_path / "etl.yaml"
+    config.write_text(CONFIG.format(name=listener.name, src=src, out=out))
+    return Scenario(listener, home, env, config, src, out)
+
+
+def _records(first: int, count: int) -> str:
+    return "".join(
+        json.dumps({"id": i, "msg": f"message {i}"}) + "\n" for i in range(first, first + count)
+    )
+
+
+def _run_etl(s: Scenario) -> None:
+    """One ETL pass, in this process (its Spark session is warm; ETL talks to no Kafka)."""
+    from zync_tui.cli import app
+
+    result = CliRunner().invoke(app, ["etl", str(s.config), "--lake", str(s.home / "lake")])
+    s.outputs.append(result.output)
+    assert result.exit_code == 0, result.output
+
+
+def _raw_records(s: Scenario) -> int:
+    import pyarrow.dataset as ds
+
+    from engine.lake.pools import Lake
+
+    table = Lake(s.home / "lake").open_pool("Raw").table.to_pyarrow_dataset()
+    return table.to_table(columns=["seqno"], filter=ds.field("marker").is_null()).num_rows
+
+
+def _zync_run(s: Scenario, log: Path, expect: int, *, etl_here: bool) -> str:
+    """`zync run` until ``expect`` records are in the output topic, then SIGTERM.
+
+    ``etl_here``: run only its Kafka loops (from-kafka, to-kafka) and make the ETL pass
+    in this process once the raw pool holds ``expect`` records, which spares a second
+    Spark start (the ETL loop talks to no Kafka)."""
+    only = ["--only", "from-kafka", "--only", "to-kafka"] if etl_here else []
+    with log.open("w") as out:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "zync_tui.cli", "run", str(s.config), "-f", "json",
+             "--etl-interval", "500ms", *only],
+            env=s.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            if etl_here:
+                deadline = time.monotonic() + 120
+                while _raw_records(s) < expect:
+                    assert run.poll() is None, log.read_text()
+                    assert time.monotonic() < deadline, log.read_text()
+                    time.sleep(0.2)
+                _run_etl(s)
+            got = s.consume(s.out, expect, wait=300)  # Spark starts first: slow on a busy machine
+        finally:
+            run.send_signal(signal.SIGTERM)
+            try:
+                code = run.wait(120)
+            finally:
+                if run.poll() is None:
+                    run.kill()
+    text = log.read_text()
+    s.outputs.append(text)
+    assert code == 0, text
+    assert [r["value"]["id"] for r in got] == list(range(expect)), text
+    for service in ("from-kafka", "to-kafka") if etl_here else ("from-kafka", "etl", "to-kafka"):
+        assert re.search(rf"{service}\s+stopped", text), text
+    return text
+
+
+def _assert_no_secret(s: Scenario) -> None:
+    secret = s.listener.secret
+    for text in s.outputs:
+        assert secret not in text
+    holders = [
+        path.relative_to(s.home).as_posix()
+        for path in sorted(s.home.rglob("*"))
+        if path.is_file() and secret.encode() in path.read_bytes()
+    ]
+    configured_by_file = "ZYNC_KAFKA_BOOTSTRAP_SERVERS" not in s.env
+    assert holders == (["kafka.json"] if configured_by_file and s.listener.name != "mtls" else [])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "via_env", "full_run"),
+    [("scram", True, True), ("plain", False, False), ("mtls", False, False)],
+)
+def test_every_command_over_a_secured_listener(
+    name: str, via_env: bool, full_run: bool, secured: SecuredBroker, spark: Any, tmp_path: Path
+) -> None:
+    s = scenario(secured.listeners[name], tmp_path, via_env=via_env)
+    lake = s.home / "lake"
+    from engine.lake.pools import Lake
+
+    Lake(lake).create_pool("Raw")
+    Lake(lake).create_pool("Staging", "staging")
+
+    produced = s.zync("produce", "-t", s.src, "--format", "connect-json", "--key", "id",
+                      input=_records(0, 3))  # fmt: skip
+    assert f"produced 3 records to {s.src}" in produced.stdout
+    info = json.loads(s.zync("info", "-t", s.src, "--json").stdout)
+    assert [(p["low"], p["high"]) for p in info["partitions"]] == [(0, 3)]
+    assert [r["value"]["msg"] for r in s.consume(s.src, 3)] == [f"message {i}" for i in range(3)]
+
+    s.zync("from-kafka", str(s.config), "--exit-after", "1s")
+    _run_etl(s)
+    delivered = s.zync("to-kafka", str(s.config), "-f", "json")
+    assert f"{s.out}: 3 message(s) produced" in delivered.stdout
+    got = s.consume(s.out, 3)
+    assert [(r["key"], r["value"]) for r in got] == [
+        (i, {"id": i, "msg": f"MESSAGE {i}"}) for i in range(3)
+    ]
+
+    s.zync("produce", "-t", s.src, "--format", "connect-json", "--key", "id",
+           input=_records(3, 2))  # fmt: skip
+    # `zync run`: every loop (a Spark of its own) on one listener; its Kafka loops on the others
+    _zync_run(s, tmp_path / "run.log", expect=5, etl_here=not full_run)
+    if full_run:
+        assert (s.home / "logs" / "spark.log").is_file()  # Spark's log is searched too
+
+    s.zync("dev", "status", ok=False)  # nothing runs there: exit 1, but it must say nothing secret
+    _assert_no_secret(s)
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def _fails_in_one_line(env: dict[str, str], *args: str) -> tuple[str, float]:
+    """Run ``zync ARGS`` in this process with ``env``; its one error line and how long.
+
+    Nothing else is printed, but for to-kafka's status lines (its events, on stdout)."""
+    from zync_tui.cli import app
+
+    started = time.monotonic()
+    result = CliRunner().invoke(app, list(args), env=env, input='{"a": 1}\n')
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    if args[0] == "to-kafka":
+        assert all(re.match(r"\d\d:\d\d:\d\d ", ln) for ln in result.stdout.splitlines())
+    else:
+        assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    for secret in (WRONG_PASSWORD, SCRAM_PASSWORD, PLAIN_PASSWORD):
+        assert secret not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0], elapsed
+
+
+FAILURES = [
+    # (listener, changed settings, command, what the line must name)
+    ("scram", {"sasl_password": WRONG_PASSWORD}, "info",
+     ["the broker refused the SASL SCRAM-SHA-512 login of user 'zync-scram'",
+      "check sasl_password"]),
+    ("plain", {"sasl_password": WRONG_PASSWORD}, "produce",
+     ["the broker refused the SASL PLAIN login of user 'zync-plain'", "check sasl_password"]),
+    ("plain", {"sasl_mechanisms": "SCRAM-SHA-256"}, "info",
+     ["does not offer SASL mechanism SCRAM-SHA-256 (it offers PLAIN)", "set sasl_mechanisms"]),
+    ("scram", {"tls_server_ca_cert_file": "OTHER_CA"}, "consume",
+     ["the broker's TLS certificate is not signed by the CA certificate(s) in OTHER_CA",
+      "set tls_server_ca_cert_file"]),
+    ("mtls", {"tls_server_ca_cert_file": "OTHER_CA"}, "info",
+     ["the broker's TLS certificate is not signed by", "set tls_server_ca_cert_file"]),
+    ("mtls", {"tls_client_cert_file": None, "tls_client_key_file": None}, "from-kafka",
+     ["the broker requires a client certificate (mutual TLS)",
+      "set tls_client_cert_file and tls_client_key_file"]),
+    ("mtls", {"security_protocol": "SASL_SSL", "sasl_username": "x", "sasl_password": "y"},
+     "info", ["check security_protocol (SASL_SSL)"]),
+    ("plain", {"sasl_password": WRONG_PASSWORD}, "to-kafka",
+     ["the broker refused the SASL PLAIN login of user 'zync-plain'", "check sasl_password"]),
+    ("scram", {"sasl_password": WRONG_PASSWORD}, "run",
+     ["the broker refused the SASL SCRAM-SHA-512 login of user 'zync-scram'",
+      "check sasl_password"]),
+    ("mtls", {"tls_client_key_file": "SERVER_KEY"}, "info",
+     ["Kafka settings: the private key in tls_client_key_file (SERVER_KEY) does not belong to "
+      "the certificate in tls_client_cert_file"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "command", "expected"),
+    FAILURES,
+    ids=["scram-password", "plain-password", "plain-mechanism", "scram-untrusted-ca",
+         "mtls-untrusted-ca", "mtls-no-client-cert", "mtls-sasl-client", "plain-to-kafka",
+         "scram-run", "mtls-wrong-key"],
+)  # fmt: skip
+def test_a_refused_connection_is_one_prompt_line_naming_the_setting(
+    name: str,
+    changes: dict[str, str | None],
+    command: str,
+    expected: list[str],
+    secured: SecuredBroker,
+    tmp_path: Path,
+) -> None:
+    files = {"OTHER_CA": str(secured.pki.other_ca), "SERVER_KEY": str(secured.pki.server_key)}
+
+    def fill(text: str) -> str:
+        for placeholder, path in files.items():
+            text = text.replace(placeholder, path)
+        return text
+
+    listener = secured.listeners[name]
+    settings = listener.but({k: fill(v) if v else v for k, v in changes.items()})
+    env = {**listener.env(settings), "ZYNC_HOME": str(tmp_path)}
+    from engine.lake.pools import Lake
+
+    Lake(tmp_path / "lake").create_pool("Staging", "staging")
+    config = tmp_path / "etl.yaml"
+    config.write_text(CONFIG.format(name="refused", src="anything", out="elsewhere"))
+    args = {
+        "info": ["info", "-t", "anything"],
+        "produce": ["produce", "-t", "anything", "--format", "json"],
+        "consume": ["consume", "-t", "anything", "--from-beginning"],
+        "from-kafka": ["from-kafka", "-t", "anything", "-p", "Raw", "--create-pool",
+                       "--lake", str(tmp_path / "lake")],
+        "to-kafka": ["to-kafka", "-t", "elsewhere", "-p", "Staging", "-f", "json",
+                     "--lake", str(tmp_path / "lake")],
+        "run": ["run", str(config), "-f", "json", "--lake", str(tmp_path / "lake")],
+    }[command]  # fmt: skip
+    line, elapsed = _fails_in_one_line(env, *args, "--timeout", "30")
+    assert line.startswith("error: "), line
+    for part in expected:
+        assert fill(part) in line, line
+    assert elapsed < 5, f"took {elapsed:.1f}s: {line}"  # refused at once, not at the timeout

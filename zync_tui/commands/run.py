@@ -11,7 +11,7 @@ with :func:`register`; it also runs alone (``python -m zync_tui.commands.run run
 import enum
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 
@@ -100,10 +100,13 @@ def run(
 
         return get_spark(load_spark_settings(spark_master))
 
+    kafka = conn.kafka()
+    if only is None or set(only) != {Loop.etl}:
+        _refuse_early(kafka)
     pipeline = Pipeline(
         config,
         the_lake,
-        kafka=conn.kafka(),
+        kafka=kafka,
         registry=registry,
         spark=spark,
         etl_interval=etl_interval,
@@ -133,6 +136,24 @@ def run(
         name, error = next(iter(failed.items()))
         raise UserError(f"{name} failed: {error}")
     status_line("stopped")
+
+
+#: how long `zync run` waits for the brokers before starting its loops anyway
+_PREFLIGHT: Final = 5.0
+
+
+def _refuse_early(kafka: Any) -> None:
+    """Fail before starting any loop (and Spark) when the brokers refuse our settings (a
+    wrong password, an untrusted certificate); brokers merely not up yet are waited for
+    by the loops themselves."""
+    from engine.kafka.clients import KafkaRefused, KafkaUnavailable, check_reachable
+
+    try:
+        check_reachable(kafka, timeout=_PREFLIGHT)
+    except KafkaRefused as exc:
+        raise UserError(str(exc)) from None
+    except KafkaUnavailable:
+        pass
 
 
 def _default_lake() -> Any:
