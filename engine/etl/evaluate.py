@@ -29,6 +29,7 @@ from engine.etl.plan_context import DEAD, FATE_COLUMNS, OUTPUT_COLUMNS, PlanCont
 from engine.etl.pools import EtlPools
 from engine.etl.rules import assign_rules, plan_rule, plan_unmatched
 from engine.etl.spark_errors import quiet_spark_errors
+from engine.etl.timings import Timings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,30 +58,53 @@ class WarmRead:
 
 
 def plan_pass(
-    pools: EtlPools, positions: Positions, checked: Checked, warm: WarmRead | None = None
+    pools: EtlPools,
+    positions: Positions,
+    checked: Checked,
+    warm: WarmRead | None = None,
+    timings: Timings | None = None,
 ) -> Plan:
     """Read and plan in Spark; one job (plus one for the done markers, if any can
     exist) brings the fates and the output counts to the driver, which decides. The
     outputs stay persisted on the executors until the plan is released. With ``warm``,
     the rows and markers come from memory: a small local frame, no Delta read."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    spark = pools.spark
-    config = pools.config
+    timings = timings or Timings()
     if warm is not None:
         if warm.rows.num_rows == 0 and warm.done.num_rows == 0:
-            plan = empty_plan(positions)
-            plan.read_rows, plan.done = warm.rows, warm.done
-            return plan
-        fresh = spark.createDataFrame(warm.rows)
+            return _with_read(empty_plan(positions), None, warm, warm.done)
+        fresh = pools.spark.createDataFrame(warm.rows)
         done = warm.done
     else:
         cold = read.fresh_records(pools, positions)
         if cold is None:
             return empty_plan(positions)
         fresh = cold
-        done = read.done_markers(pools, positions)
+        with timings.phase("read"):
+            done = read.done_markers(pools, positions)
+    with timings.phase("evaluate"):
+        evaluated = _evaluate(pools, checked, fresh, done, warm)
+    with timings.phase("decide"):
+        return _decided(pools, positions, evaluated, fresh, warm, done)
+
+
+@dataclass
+class _Evaluated:
+    """What the Spark job brought back: fates and counts (and, for a small pass, the
+    outputs) as Arrow; for a large pass the result persisted on the executors."""
+
+    table: pa.Table
+    local: bool
+    result: DataFrame | None = None
+
+
+def _evaluate(
+    pools: EtlPools, checked: Checked, fresh: DataFrame, done: pa.Table, warm: WarmRead | None
+) -> _Evaluated:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    spark = pools.spark
+    config = pools.config
     types = pools.types()
     with quiet_spark_errors():
         assigned = assign_rules(config, read.candidates(spark, fresh, done), types)
@@ -104,23 +128,35 @@ def plan_pass(
         if count:
             fate_parts.append(plan_unmatched(ctx, assigned))
         result = _union(fate_parts, output_parts)
-        local = count <= DRIVER_OUTPUT_ROWS
-        if local:
-            table = result.toArrow()
-        else:
-            result = result.persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                table = _summarize(result)
-            except BaseException:
-                result.unpersist()
-                raise
+        if count <= DRIVER_OUTPUT_ROWS:
+            return _Evaluated(result.toArrow(), local=True)
+        result = result.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return _Evaluated(_summarize(result), local=False, result=result)
+        except BaseException:
+            result.unpersist()
+            raise
     finally:
         if ctx is not None:
             ctx.drop_views()
-        assigned.unpersist()
+        if warm is None:
+            assigned.unpersist()
+
+
+def _decided(
+    pools: EtlPools,
+    positions: Positions,
+    evaluated: _Evaluated,
+    fresh: DataFrame,
+    warm: WarmRead | None,
+    done: pa.Table,
+) -> Plan:
+    from pyspark.sql import functions as F
+
+    table = evaluated.table
     kind = table.column("kind")
     fates_ = table.filter(pc.equal(kind, "f"))
-    if local:
+    if evaluated.local:
         outputs = table.filter(pc.equal(kind, "o"))
         grouped = outputs.group_by("out", use_threads=False).aggregate([([], "count_all")])
         counts = _counts(grouped.column("out"), grouped.column("count_all"))
@@ -128,6 +164,8 @@ def plan_pass(
         if plan.counts:
             plan.local_outputs = outputs.select(list(OUTPUT_COLUMNS))
         return _with_read(plan, fresh, warm, done)
+    result = evaluated.result
+    assert result is not None
     counted = table.filter(pc.equal(kind, "c"))
     counts = _counts(counted.column("topic"), counted.column("offset"))
     try:
@@ -143,7 +181,9 @@ def plan_pass(
     return _with_read(plan, fresh, warm, done)
 
 
-def _with_read(plan: Plan, fresh: DataFrame, warm: WarmRead | None, done: pa.Table) -> Plan:
+def _with_read(
+    plan: Plan, fresh: DataFrame | None, warm: WarmRead | None, done: pa.Table
+) -> Plan:
     """Note on the plan what the pass read, for the window of the next pass."""
     plan.done = done
     if warm is not None:

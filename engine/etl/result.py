@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.etl.cursors import TopicPartition
+from engine.etl.timings import Timings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,6 +51,8 @@ class PassResult:
     seconds: float = 0.0
     #: True when the pass read from the ETL's window (engine.etl.window), not cold.
     warm: bool = False
+    #: Where the pass spent its time (engine.etl.timings).
+    timings: Timings = field(default_factory=Timings)
     #: The output rows (``topic, offset, timestamp, key, value``), for dry runs.
     rows: pa.Table | None = None
 
@@ -130,6 +133,9 @@ class PassResult:
             "moved": _tp_json(self.moved),
             "attempts": self.attempts,
             "seconds": round(self.seconds, 3),
+            "warm": self.warm,
+            "phases": {k: round(v, 4) for k, v in self.timings.seconds.items()},
+            "spark_jobs": self.timings.spark_jobs,
         }
         if self.rows is not None:
             data["rows"] = [

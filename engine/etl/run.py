@@ -51,6 +51,7 @@ from engine.etl.pools import EtlPools
 from engine.etl.result import ExpiredRecord, PassResult, PendingRecord
 from engine.etl.spark_errors import quiet_spark_errors
 from engine.etl.sql import quote
+from engine.etl.timings import Timings, spark_jobs
 from engine.etl.window import (
     FRESH_SCHEMA,
     WINDOW_ROWS,
@@ -101,6 +102,7 @@ class EtlRunner:
         self._idle_pending: dict[str, int] = {}
         self._window: Window | None = None
         self._marks: dict[str, RawMark] = {}
+        self._timings = Timings()
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -140,19 +142,22 @@ class EtlRunner:
     def run_pass(self, *, dry_run: bool = False) -> PassResult:
         """One pass; see the module docstring. Raises :class:`EtlConfigError` before
         anything is written when the configuration is wrong."""
-        with self._lock:
+        with self._lock, spark_jobs(self.pools, self._timings_for_pass()) as timings:
             started = time.monotonic()
-            self.pools.refresh()
-            checked = self.check()
-            if not dry_run:
-                self.pools.record_output_types(checked)
-            for attempt in range(1, self.max_attempts + 1):
+            with timings.phase("refresh"):
                 self.pools.refresh()
-                versions = tuple(self.raw(p).version for p in self.config.raw_pools)
-                idle_key = (versions, self.staging.version)
-                positions = self.pools.positions()
+            with timings.phase("check"):
+                checked = self.check()
+                if not dry_run:
+                    self.pools.record_output_types(checked)
+            for attempt in range(1, self.max_attempts + 1):
+                with timings.phase("refresh"):
+                    self.pools.refresh()
+                    versions = tuple(self.raw(p).version for p in self.config.raw_pools)
+                    idle_key = (versions, self.staging.version)
+                    positions = self.pools.positions()
                 if self._idle == idle_key:
-                    result = PassResult(self.config.name, dry_run=dry_run)
+                    result = PassResult(self.config.name, dry_run=dry_run, timings=timings)
                     result.read_version = result.staging_version = self.staging.version
                     result.cursors = dict(positions.cursors)
                     result.pending = dict(self._idle_pending)
@@ -161,12 +166,14 @@ class EtlRunner:
                 plan = self._plan(positions, checked)
                 try:
                     result = self._result(plan, dry_run, attempt)
+                    result.timings = timings
                     result.warm = plan.read_rows is not None
                     if plan.empty:
                         self._idle = idle_key
                         self._idle_pending = dict(result.pending)
                         if not dry_run:
-                            self._keep(plan, positions.staging_version)
+                            with timings.phase("window"):
+                                self._keep(plan, positions.staging_version)
                         result.seconds = time.monotonic() - started
                         return result
                     if dry_run:
@@ -182,19 +189,22 @@ class EtlRunner:
                             numbered_rows.column("value"),
                         )
                         rows = pa.concat_tables([outputs, rows])
-                    files = self._write_outputs(plan)
+                    with timings.phase("write"):
+                        files = self._write_outputs(plan)
                     try:
-                        version = self.staging.commit_rows(
-                            rows,
-                            expect_version=positions.staging_version,
-                            app_transactions=plan.after.changes_from(positions),
-                            metadata={"zync.op": "etl", "zync.etl": self.config.name},
-                            files=files,
-                        )
+                        with timings.phase("commit"):
+                            version = self.staging.commit_rows(
+                                rows,
+                                expect_version=positions.staging_version,
+                                app_transactions=plan.after.changes_from(positions),
+                                metadata={"zync.op": "etl", "zync.etl": self.config.name},
+                                files=files,
+                            )
                     except delta.CommitConflict:
                         self._window = None
                         continue
-                    self._keep(plan, version)
+                    with timings.phase("window"):
+                        self._keep(plan, version)
                 finally:
                     plan.release()
                 result.committed = True
@@ -209,7 +219,14 @@ class EtlRunner:
     def _plan(self, positions: Positions, checked: Checked) -> Plan:
         """Read, evaluate in Spark and decide (:func:`engine.etl.evaluate.plan_pass`):
         from the window when it is still good, else cold."""
-        return plan_pass(self.pools, positions, checked, self._warm_read(positions))
+        timings = self._timings
+        with timings.phase("read"):
+            warm = self._warm_read(positions)
+        return plan_pass(self.pools, positions, checked, warm, timings)
+
+    def _timings_for_pass(self) -> Timings:
+        self._timings = Timings()
+        return self._timings
 
     # -- the window kept between passes (engine.etl.window) ---------------------------
 

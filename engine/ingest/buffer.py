@@ -1,6 +1,7 @@
 """The consumer thread's buffers, one per pool, and the batching decision: when buffered
 records become a :class:`Batch` handed to the decoder (:meth:`Buffers.full` by size,
-:meth:`Buffers.due` by time, everything when the loop stops). Partitions a workers group
+:meth:`Buffers.due` by time — soon once the consumer has caught up —, everything when
+the loop stops). Partitions a workers group
 took away are dropped from them."""
 
 from __future__ import annotations
@@ -73,9 +74,15 @@ class Buffers:
         opts = self._options
         return len(buffer.messages) >= opts.max_records or buffer.nbytes >= opts.max_bytes
 
-    def due(self, buffer: Buffer, now: float) -> bool:
-        """Cut now: the buffer's oldest record has waited ``interval`` seconds."""
-        return bool(buffer.messages) and now - buffer.first_at >= self._options.interval
+    def due(self, buffer: Buffer, now: float, caught_up: bool = False) -> bool:
+        """Cut now: the buffer's oldest record has waited ``interval`` seconds, or
+        ``linger`` seconds once the consumer has caught up (its last poll brought less
+        than it asked for: no backlog to gather a large batch from)."""
+        if not buffer.messages:
+            return False
+        waited = now - buffer.first_at
+        opts = self._options
+        return waited >= opts.interval or (caught_up and waited >= opts.linger)
 
     # -- the consumer thread ------------------------------------------------------------
 
@@ -91,10 +98,10 @@ class Buffers:
         for name, msgs in grouped.items():
             self._fill(self._buffers[name], msgs, now)
 
-    def cut_due(self, now: float) -> None:
+    def cut_due(self, now: float, caught_up: bool = False) -> None:
         """After each poll: cut the buffers whose records waited long enough."""
         for buffer in self._buffers.values():
-            if self.due(buffer, now):
+            if self.due(buffer, now, caught_up):
                 self.cut(buffer)
 
     def cut(self, buffer: Buffer) -> None:

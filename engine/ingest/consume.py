@@ -91,7 +91,7 @@ class ConsumeLoop:
                 # joining the group or taking partitions over is not idleness: exit_after
                 # counts from the latest rebalance
                 last_record = max(last_record, now)
-            buffers.cut_due(now)
+            buffers.cut_due(now, caught_up=len(messages) < want)
             if positions.seeks:
                 positions.apply_seeks(consumer)
             if now >= next_watermarks or stages.handed != handed:

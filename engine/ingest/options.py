@@ -32,6 +32,10 @@ class IngestOptions:
       many records or bytes of values, or when its oldest record has waited that many
       seconds (so a record waits about ``interval`` plus one commit at most; the decision
       is :class:`engine.ingest.buffer.Buffers`');
+    * ``linger``: when the consumer has caught up (a poll brought less than it asked
+      for), a batch is committed once its oldest record has waited this many seconds — a
+      trickle of records is committed at once, while a backlog still makes large
+      batches;
     * ``exit_after``: seconds without any record after which
       :meth:`~engine.ingest.loop.Ingest.run` returns (``None``: run until stopped; in a
       workers group, counted from the latest rebalance);
@@ -56,6 +60,7 @@ class IngestOptions:
     max_records: int = 100_000
     max_bytes: int = 64 * 2**20
     interval: float = 1.0
+    linger: float = 0.0
     exit_after: float | None = None
     value_format: str = "auto"
     key_format: str = "auto"
@@ -76,6 +81,8 @@ class IngestOptions:
             raise IngestError("max_bytes must be at least 1")
         if self.interval <= 0:
             raise IngestError("interval must be positive")
+        if self.linger < 0:
+            raise IngestError("linger must not be negative")
         if self.exit_after is not None and self.exit_after <= 0:
             raise IngestError("exit_after must be positive")
         if self.workers_group is not None and not self.workers_group.strip():

@@ -1,0 +1,71 @@
+"""Where a pass spends its time: seconds per phase and the Spark jobs it ran.
+
+A pass fills one :class:`Timings` (``with timings.phase("evaluate"): ...``); the phases
+of a pass are ``refresh`` (pools and positions from the Delta logs), ``check`` (the
+configuration against the input types), ``read`` (the window and the new raw rows, or
+the markers of a cold pass), ``evaluate`` (the Spark jobs: rules, fates, outputs),
+``decide`` (expiry, cursors and numbering on the driver), ``write`` (outputs written by
+the executors), ``commit`` (the one Delta commit) and ``window`` (what the next pass
+keeps). ``zync etl --profile`` prints them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkOwner(Protocol):
+    @property
+    def spark(self) -> SparkSession: ...
+
+
+@dataclass
+class Timings:
+    """Seconds per phase (in the order they first ran) and the Spark jobs counted."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    spark_jobs: int = 0
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+    def lines(self) -> list[str]:
+        """The phases as text, one per line, with each one's share of their total."""
+        total = sum(self.seconds.values()) or 1.0
+        out = [
+            f"  {name:<9} {secs * 1000:8.1f} ms  {100 * secs / total:5.1f}%"
+            for name, secs in self.seconds.items()
+        ]
+        out.append(f"  spark jobs {self.spark_jobs}")
+        return out
+
+
+@contextmanager
+def spark_jobs(pools: SparkOwner, timings: Timings) -> Iterator[Timings]:
+    """Count the Spark jobs run inside the block (this thread's job group) into
+    ``timings``; no Spark is started for it."""
+    from engine.spark import spark_running  # deferred: engine.spark loads the JVM config
+
+    if not spark_running():
+        yield timings
+        return
+    context = pools.spark.sparkContext
+    group = f"zync-etl-{id(timings)}"
+    context.setJobGroup(group, "zync ETL pass", interruptOnCancel=False)
+    try:
+        yield timings
+    finally:
+        timings.spark_jobs = len(context.statusTracker().getJobIdsForGroup(group))
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
