@@ -1,0 +1,296 @@
+"""Benchmark: end-to-end latency of a CDC pipeline, produce → visible on the output topic.
+
+    .venv/bin/python bench/e2e_latency.py [--pairs 60] [--rates 2,50] [--etl-interval 0.1]
+
+1. Starts a private Apache Kafka broker and Schema Registry (engine.local, free ports on
+   127.0.0.1, stopped by PID at the end) and a lake in a temporary directory.
+2. Produces one invoice + status pair (Debezium change events in Avro, with
+   confluent-kafka's AvroSerializer and the registry), then starts ``zync run
+   demo/invoices/etl.yaml`` as a subprocess and times, from that start, until the pair's
+   denormalized invoice is visible on ``NewInvoices`` to a ``read_committed`` consumer:
+   **first output after start**.
+3. For each rate (pairs per second), produces N pairs at a steady pace (invoice, then its
+   status); a pair's latency is from the moment its status was produced (the pair is
+   complete) to the moment its output is visible. Prints p50, p95 and max per rate.
+
+Every output is checked: one per pair, with the right customer and status, none twice.
+The bars (issue "Latency"): p50 <= 2 s and p95 <= 4 s at both rates, first output <=
+15 s after start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "demo" / "invoices" / "etl.yaml"
+
+SOURCE = {
+    "type": "record",
+    "name": "Source",
+    "namespace": "io.debezium.connector.postgresql",
+    "fields": [
+        {"name": "connector", "type": "string"},
+        {"name": "name", "type": "string"},
+        {"name": "ts_ms", "type": "long"},
+        {"name": "table", "type": "string"},
+    ],
+}
+
+
+def _envelope(table: str, row_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    row = {"type": "record", "name": "Value", "namespace": f"shop.public.{table}", "fields": row_fields}
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": f"shop.public.{table}",
+        "fields": [
+            {"name": "before", "type": ["null", row], "default": None},
+            {"name": "after", "type": ["null", f"shop.public.{table}.Value"], "default": None},
+            {"name": "source", "type": SOURCE},
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+        ],
+    }
+
+
+INVOICE = _envelope(
+    "Invoices",
+    [
+        {"name": "ID", "type": "long"},
+        {"name": "customer", "type": "string"},
+        {"name": "item", "type": "string"},
+    ],
+)
+STATUS = _envelope(
+    "InvoiceStatus",
+    [
+        {"name": "ID", "type": "long"},
+        {"name": "InvoiceID", "type": "long"},
+        {"name": "status", "type": "string"},
+    ],
+)
+KEY = {"type": "record", "name": "Key", "namespace": "shop", "fields": [{"name": "ID", "type": "long"}]}
+
+
+class Producer:
+    """Debezium-shaped Avro change events through confluent-kafka's serializers."""
+
+    def __init__(self, bootstrap: str, registry_url: str) -> None:
+        import json
+
+        from confluent_kafka import Producer as KafkaProducer
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+        from confluent_kafka.schema_registry.avro import AvroSerializer
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        client = SchemaRegistryClient({"url": registry_url})
+        self._ctx = SerializationContext
+        self._field = MessageField
+        self._key = AvroSerializer(client, json.dumps(KEY))
+        self._values = {
+            "Invoices": AvroSerializer(client, json.dumps(INVOICE)),
+            "InvoiceStatus": AvroSerializer(client, json.dumps(STATUS)),
+        }
+        self._producer = KafkaProducer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True}
+        )
+
+    def _send(self, topic: str, key: int, after: dict[str, Any]) -> None:
+        now = int(time.time() * 1000)
+        value = {
+            "before": None,
+            "after": after,
+            "source": {"connector": "postgresql", "name": "shop", "ts_ms": now, "table": topic},
+            "op": "c",
+            "ts_ms": now,
+        }
+        self._producer.produce(
+            topic,
+            key=self._key({"ID": key}, self._ctx(topic, self._field.KEY)),
+            value=self._values[topic](value, self._ctx(topic, self._field.VALUE)),
+        )
+
+    def pair(self, invoice: int) -> float:
+        """An invoice and its first status; returns when the status was produced."""
+        self._send("Invoices", invoice, {"ID": invoice, "customer": f"c{invoice}", "item": "taco"})
+        self._send(
+            "InvoiceStatus", 10_000_000 + invoice,
+            {"ID": 10_000_000 + invoice, "InvoiceID": invoice, "status": "pending"},
+        )  # fmt: skip
+        self._producer.flush(30)
+        return time.monotonic()
+
+
+class Watcher(threading.Thread):
+    """A read_committed consumer of the output topic noting when each invoice shows."""
+
+    def __init__(self, bootstrap: str, registry_url: str) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+        from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+        self._deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+        self.bootstrap = bootstrap
+        self.seen: dict[int, float] = {}
+        self.values: dict[int, list[dict[str, Any]]] = {}
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"e2e-{os.getpid()}",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        consumer.subscribe(["NewInvoices"])
+        try:
+            while not self.stop.is_set():
+                message = consumer.poll(0.05)
+                if message is None or message.error() is not None:
+                    continue
+                now = time.monotonic()
+                ctx = SerializationContext("NewInvoices", MessageField.VALUE)
+                value = self._deserializer(message.value(), ctx)
+                invoice = int(value["ID"])
+                with self.lock:
+                    self.seen.setdefault(invoice, now)
+                    self.values.setdefault(invoice, []).append(value)
+        finally:
+            consumer.close()
+
+    def wait_for(self, invoices: list[int], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(i in self.seen for i in invoices):
+                    return True
+            time.sleep(0.01)
+        return False
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=60, help="pairs per rate (default 60)")
+    parser.add_argument("--rates", default="2,50", help="pairs per second, comma-separated")
+    parser.add_argument("--etl-interval", default=None, help="passed to zync run")
+    args = parser.parse_args()
+    rates = [float(r) for r in args.rates.split(",")]
+
+    from engine.local.broker import start_broker
+    from engine.local.processes import stop_process
+    from engine.local.registry import start_registry
+    from engine.settings.files import write_private_json
+
+    work = Path(tempfile.mkdtemp(prefix="zync-e2e-"))
+    broker = start_broker(work / "broker", port=0)
+    registry = start_registry(work / "registry", port=0)
+    run: subprocess.Popen[bytes] | None = None
+    watcher: Watcher | None = None
+    try:
+        home = work / "home"
+        home.mkdir()
+        (work / "lake").mkdir()
+        write_private_json(home / "kafka.json", {"bootstrap_servers": broker.address})
+        write_private_json(home / "schema_registry.json", {"url": registry.address})
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": broker.address})
+        for future in admin.create_topics(
+            [NewTopic(t, 1, 1) for t in ("Invoices", "InvoiceStatus", "NewInvoices")]
+        ).values():
+            future.result(30)
+        producer = Producer(broker.address, registry.address)
+        watcher = Watcher(broker.address, registry.address)
+        watcher.start()
+
+        producer.pair(1)
+        env = {**os.environ, "ZYNC_HOME": str(home), "ZYNC_SPARK_MASTER": "local[2]"}
+        argv = [str(Path(sys.executable).parent / "zync"), "run", str(CONFIG),
+                "--lake", str(work / "lake")]  # fmt: skip
+        if args.etl_interval:
+            argv += ["--etl-interval", args.etl_interval]
+        started = time.monotonic()
+        log = (work / "run.log").open("wb")
+        run = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        if not watcher.wait_for([1], 300):
+            tail = (work / "run.log").read_text(errors="replace").splitlines()[-15:]
+            raise SystemExit("no output within 300 s of `zync run` starting:\n" + "\n".join(tail))
+        first = watcher.seen[1] - started
+        print(f"first output after `zync run` start: {first:.2f} s")
+
+        summary = []
+        invoice = 1
+        for rate in rates:
+            produced: dict[int, float] = {}
+            pace = 1.0 / rate
+            next_at = time.monotonic()
+            for _ in range(args.pairs):
+                invoice += 1
+                now = time.monotonic()
+                if next_at > now:
+                    time.sleep(next_at - now)
+                produced[invoice] = producer.pair(invoice)
+                next_at += pace
+            if not watcher.wait_for(list(produced), 120):
+                missing = [i for i in produced if i not in watcher.seen]
+                raise SystemExit(f"{len(missing)} outputs never showed at {rate:g} pairs/s")
+            latencies = [watcher.seen[i] - t for i, t in produced.items()]
+            p50, p95 = statistics.median(latencies), _percentile(latencies, 0.95)
+            print(
+                f"{rate:g} pairs/s, {len(latencies)} pairs: produce → visible "
+                f"p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(latencies):.2f} s"
+            )
+            summary.append((rate, p50, p95))
+        with watcher.lock:
+            twice = [i for i, values in watcher.values.items() if len(values) != 1]
+            wrong = [
+                i for i, values in watcher.values.items()
+                if values[0]["customer"] != f"c{i}" or values[0]["invoice_status"] != "pending"
+            ]  # fmt: skip
+        print(f"outputs checked: {len(watcher.values)}, twice: {len(twice)}, wrong: {len(wrong)}")
+        if twice or wrong:
+            raise SystemExit("outputs are not exactly one per pair")
+        bars = first <= 15 and all(p50 <= 2 and p95 <= 4 for _, p50, p95 in summary)
+        print(f"bars (first <= 15 s, p50 <= 2 s, p95 <= 4 s): {'met' if bars else 'NOT met'}")
+    finally:
+        if watcher is not None:
+            watcher.stop.set()
+        if run is not None and run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            try:
+                run.wait(60)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.wait()
+        stop_process(registry)
+        stop_process(broker)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
