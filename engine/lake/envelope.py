@@ -4,7 +4,7 @@ Every pool (raw or staging) is one Delta table with these columns:
 
 ``seqno``
     long, assigned when the row is committed: monotonic in commit order within the
-    pool, never reused (DESIGN.md, decision 5).
+    pool, never reused (docs/design.md#ordering).
 ``kafka``
     ``struct<topic, partition, offset, timestamp>``: where a record came from (raw
     pools) or where it goes (staging outputs: output topic, partition 0, contiguous
@@ -24,7 +24,7 @@ Every pool (raw or staging) is one Delta table with these columns:
     ``processed`` or ``expired``.
 
 Keeping the three row kinds (record, dead letter, marker) in one table is what lets a
-single Delta commit hold all of them (DESIGN.md, decision 4).
+single Delta commit hold all of them (docs/design.md#exactly-once-etl).
 """
 
 from __future__ import annotations
