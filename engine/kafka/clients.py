@@ -233,7 +233,16 @@ def ensure_topic(
             if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise KafkaUnavailable(f"cannot create topic {topic!r}: {error.str()}") from None
             created = False
-        return topic_partitions(profile, topic, timeout), created
+        # the broker answering metadata may learn of a new topic a moment after the
+        # controller created it (KRaft): look again until it does
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return topic_partitions(profile, topic, timeout), created
+            except TopicNotFound:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 def watermarks(

@@ -4,7 +4,7 @@ Every pool (raw or staging) is one Delta table with these columns:
 
 ``seqno``
     long, assigned when the row is committed: monotonic in commit order within the
-    pool, never reused (DESIGN.md, decision 5).
+    pool, never reused (docs/design.md#ordering).
 ``kafka``
     ``struct<topic, partition, offset, timestamp>``: where a record came from (raw
     pools) or where it goes (staging outputs: output topic, partition 0, contiguous
@@ -24,7 +24,7 @@ Every pool (raw or staging) is one Delta table with these columns:
     ``processed`` or ``expired``.
 
 Keeping the three row kinds (record, dead letter, marker) in one table is what lets a
-single Delta commit hold all of them (DESIGN.md, decision 4).
+single Delta commit hold all of them (docs/design.md#exactly-once-etl).
 """
 
 from __future__ import annotations
@@ -76,6 +76,24 @@ POOL_SCHEMA: Final = pa.schema(
 #: The columns of a row before the pool assigns its seqno.
 ROW_SCHEMA: Final = pa.schema([f for f in POOL_SCHEMA if f.name != "seqno"])
 
+
+def _nullable(type_: pa.DataType) -> pa.DataType:
+    """``type_`` with every field of every struct in it nullable."""
+    if not pa.types.is_struct(type_):
+        return type_
+    return pa.struct([pa.field(f.name, _nullable(f.type), nullable=True) for f in type_])
+
+
+#: The Delta schema a pool is created with: :data:`POOL_SCHEMA` with the fields of
+#: ``kafka`` nullable. Rows zync writes still always fill them when ``kafka`` is there;
+#: but a marker row has no ``kafka``, and delta-spark enforces a nested NOT NULL even
+#: where the parent struct is NULL (delta-io/delta#860), so a table declaring
+#: ``kafka.topic`` NOT NULL fails every delta-spark write that rewrites marker rows (a
+#: user's OPTIMIZE, DELETE or MERGE on a staging pool).
+TABLE_SCHEMA: Final = pa.schema(
+    [pa.field("kafka", _nullable(KAFKA_TYPE)) if f.name == "kafka" else f for f in POOL_SCHEMA]
+)
+
 PROCESSED: Final = "processed"
 EXPIRED: Final = "expired"
 
@@ -93,7 +111,8 @@ def shape_problems(schema: pa.Schema) -> list[str]:
         got = have.get(field.name)
         if got is None:
             problems.append(f"column `{field.name}` is missing")
-        elif not got.type.equals(field.type):
+        elif not _nullable(got.type).equals(_nullable(field.type)):
+            # nested nullability aside: pools made before TABLE_SCHEMA say NOT NULL
             problems.append(f"column `{field.name}` is {got.type}, a pool needs {field.type}")
     for name in have.keys() - {field.name for field in POOL_SCHEMA}:
         problems.append(f"column `{name}` is not part of a pool")

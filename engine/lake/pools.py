@@ -34,13 +34,14 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from engine.lake import delta
+from engine.lake import delta, upgrade
 from engine.lake.envelope import (
     DEADLETTER_TYPE,
     IS_RECORD,
     MARKER_TYPE,
     POOL_SCHEMA,
     ROW_SCHEMA,
+    TABLE_SCHEMA,
     shape_problems,
 )
 from engine.sparktypes import load_type, merge_optional, merge_type_json, parse_json_column
@@ -166,7 +167,7 @@ class Lake:
         try:
             DeltaTable.create(
                 str(path),
-                schema=POOL_SCHEMA,
+                schema=TABLE_SCHEMA,
                 mode="error",
                 name=name,
                 description=meta.to_description(),
@@ -188,7 +189,9 @@ class Lake:
                 f"no pool {name!r} in lake {self.root} (pools: {known}); "
                 f"create it with `zync pool create {name}`"
             ) from None
-        return Pool(name, path, table)
+        pool = Pool(name, path, table)
+        upgrade.nullable_kafka(pool.table)  # a pool from an earlier zync (best effort)
+        return pool
 
     def drop_pool(self, name: str) -> None:
         shutil.rmtree(self.pool_path(name))

@@ -19,17 +19,37 @@ pools are skipped, with the reason in :attr:`Catalog.skipped`.
 
 ``as_of`` (time travel) reads every pool at that Delta version; a pool that has no such
 version (yet) is skipped with a note, so a query over the pools that do still runs.
+
+Delta's own SQL works on pools by the names the user sees:
+
+* ``P VERSION AS OF 3`` / ``P TIMESTAMP AS OF '2026-11-23 10:00:00'`` (also on
+  ``P_deadletters`` and ``P_markers``): the typed view of that version
+  (:mod:`engine.lake.timetravel`), several versions of a pool in one query if need be;
+* ``DESCRIBE HISTORY P [LIMIT n]`` and ``DESCRIBE DETAIL P``: run on the pool's Delta
+  table (``delta.`<uri>```), ``P`` being the pool name (``raw-2024``) or its view name.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.errors import ZyncError
+from engine.lake import delta
 from engine.lake.envelope import IS_DEADLETTER, IS_MARKER
-from engine.lake.pools import STAGING, Lake, PoolError
+from engine.lake.pools import STAGING, Lake, Pool, PoolError
+from engine.lake.sqltext import Kind, SqlTextError, quote_name, tokens
+from engine.lake.timetravel import (
+    TimeTravelError,
+    Travel,
+    find_travels,
+    internal_name,
+    readable,
+    resolve_version,
+    rewrite,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,10 +73,12 @@ class PoolView:
 
 @dataclass
 class Catalog:
-    """What :func:`register_pools` registered and what it skipped (with reasons)."""
+    """What :func:`register_pools` registered and what it skipped (with reasons), and the
+    versions a query's time-travel references registered (``travels``)."""
 
     views: list[PoolView] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    travels: list[PoolView] = field(default_factory=list)
 
     def names(self) -> list[str]:
         return [name for v in self.views for name in v.views]
@@ -68,6 +90,42 @@ def view_name(pool: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", pool)
 
 
+def sql_names(pools: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Every SQL name (lower case) a pool answers to, with its pool and view suffix: the
+    view names and the pool name itself (```raw-2024``` written with backticks)."""
+    names: dict[str, tuple[str, str]] = {}
+    for pool in pools:
+        for suffix in ("", DEADLETTERS, MARKERS):
+            names[(view_name(pool) + suffix).lower()] = (pool, suffix)
+        names.setdefault(pool.lower(), (pool, ""))
+    return names
+
+
+def register_views(spark: SparkSession, pool: Pool, base: str, version: int | None) -> list[str]:
+    """Register the views of ``pool`` at ``version`` (None: the loaded snapshot) under
+    ``base``: the typed records, ``<base>_deadletters`` and, for a staging pool,
+    ``<base>_markers``. Returns their names."""
+    from pyspark.sql import functions as F
+
+    pool.records(spark, version=version).createOrReplaceTempView(base)
+    all_rows = pool.read(spark, version=version)
+    all_rows.where(IS_DEADLETTER).select(
+        "seqno",
+        "kafka",
+        F.col("deadletter.stage").alias("stage"),
+        F.col("deadletter.error").alias("error"),
+        F.col("deadletter.key_bytes").alias("key_bytes"),
+        F.col("deadletter.value_bytes").alias("value_bytes"),
+    ).createOrReplaceTempView(base + DEADLETTERS)
+    views = [base, base + DEADLETTERS]
+    if pool.kind == STAGING:
+        all_rows.where(IS_MARKER).select("seqno", "marker.*").createOrReplaceTempView(
+            base + MARKERS
+        )
+        views.append(base + MARKERS)
+    return views
+
+
 def register_pools(
     spark: SparkSession,
     lake: Lake,
@@ -76,8 +134,6 @@ def register_pools(
     pools: list[str] | None = None,
 ) -> Catalog:
     """Register every pool (or the named ones) of ``lake`` as temporary views."""
-    from pyspark.sql import functions as F
-
     catalog = Catalog()
     names = pools if pools is not None else lake.pool_names()
     for name in names:
@@ -96,34 +152,84 @@ def register_pools(
                 )
                 continue
             version = as_of
+        base = view_name(name)
         try:
-            records = pool.records(spark, version=as_of)
+            views = register_views(spark, pool, base, as_of)
         except Exception as exc:  # noqa: BLE001 - e.g. a version vacuumed away
             catalog.skipped[name] = f"pool {name!r} at version {version}: {exc}"
             continue
-        base = view_name(name)
-        records.createOrReplaceTempView(base)
-        views = [base]
-        all_rows = pool.read(spark, version=as_of)
-        all_rows.where(IS_DEADLETTER).select(
-            "seqno",
-            "kafka",
-            F.col("deadletter.stage").alias("stage"),
-            F.col("deadletter.error").alias("error"),
-            F.col("deadletter.key_bytes").alias("key_bytes"),
-            F.col("deadletter.value_bytes").alias("value_bytes"),
-        ).createOrReplaceTempView(base + DEADLETTERS)
-        views.append(base + DEADLETTERS)
-        if pool.kind == STAGING:
-            all_rows.where(IS_MARKER).select("seqno", "marker.*").createOrReplaceTempView(
-                base + MARKERS
-            )
-            views.append(base + MARKERS)
         catalog.views.append(PoolView(name, base, version, pool.kind, tuple(views)))
     for name in catalog.skipped:  # no stale view from an earlier registration
         for suffix in ("", DEADLETTERS, MARKERS):
             spark.catalog.dropTempView(view_name(name) + suffix)
     return catalog
+
+
+def register_travels(
+    spark: SparkSession, lake: Lake, travels: Sequence[Travel], catalog: Catalog
+) -> list[str]:
+    """Register a typed view of the version each reference names (once per pool and
+    version); returns the view name to put in each reference's place."""
+    registered: dict[tuple[str, int], PoolView] = {}
+    chosen = []
+    for travel in travels:
+        try:
+            pool = lake.open_pool(travel.pool)
+        except PoolError as exc:
+            raise QueryError(str(exc)) from None
+        if travel.suffix == MARKERS and pool.kind != STAGING:
+            raise QueryError(f"pool {pool.name!r} is a {pool.kind} pool: it has no markers")
+        version = resolve_version(spark, pool, travel)
+        key = (pool.name, version)
+        if key not in registered:
+            base = internal_name(view_name(pool.name), version)
+            views = register_views(spark, pool, base, version)
+            registered[key] = PoolView(pool.name, base, version, pool.kind, tuple(views))
+            catalog.travels.append(registered[key])
+        chosen.append(registered[key].view + travel.suffix)
+    return chosen
+
+
+# ----------------------------------------------------------------------------------------
+# DESCRIBE HISTORY | DETAIL
+
+
+def route_describe(sql: str, lake: Lake, pools: Sequence[str]) -> str | None:
+    """``DESCRIBE HISTORY|DETAIL <pool>`` rewritten to run on the pool's Delta table;
+    None for any other statement (a qualified name or a path is left to Spark)."""
+    words = tokens(sql)
+    while words and words[-1].text == ";":
+        words.pop()
+    if len(words) < 3 or not (
+        words[0].is_word("DESC", "DESCRIBE") and words[1].is_word("HISTORY", "DETAIL")
+    ):
+        return None
+    end = len(words)
+    limit = ""
+    if words[1].is_word("HISTORY") and end >= 5 and words[end - 2].is_word("LIMIT"):
+        end -= 2
+        limit = " " + sql[words[end].start : words[-1].end]
+    name_words = words[2:end]
+    if len(name_words) == 1 and name_words[0].kind is Kind.QUOTED:
+        name = name_words[0].name
+    elif all(w.kind in (Kind.WORD, Kind.NUMBER) or w.text == "-" for w in name_words):
+        name = sql[name_words[0].start : name_words[-1].end]  # raw-2024: words and '-'
+    else:
+        return None
+    target = sql_names(pools).get(name.lower())
+    if target is None:
+        raise QueryError(
+            f"no pool {name!r} in lake {lake.root} (pools: {', '.join(pools) or 'none'})"
+        )
+    try:
+        pool = lake.open_pool(target[0])
+    except PoolError as exc:
+        raise QueryError(str(exc)) from None
+    table = quote_name(delta.spark_path(pool.uri))
+    return f"DESCRIBE {words[1].text.upper()} delta.{table}{limit}"
+
+
+# ----------------------------------------------------------------------------------------
 
 
 def query(
@@ -132,15 +238,41 @@ def query(
     """Run ``sql`` over the lake's pools; returns the (lazy) result and the catalog.
 
     Raises :class:`QueryError` with Spark's first line for SQL that does not analyze,
-    naming a skipped pool when the query refers to one.
+    naming a skipped pool when the query refers to one, and for a time-travel reference
+    or DESCRIBE that names no pool or a version the pool does not have.
     """
+    pools = lake.pool_names()
+    catalog = Catalog()
+    try:
+        described = route_describe(sql, lake, pools)
+        if described is not None:
+            return _run(spark, described, catalog), catalog
+        travels = find_travels(sql, sql_names(pools))
+    except SqlTextError:
+        travels = []  # an unclosed literal or comment: Spark says where
+    except TimeTravelError as exc:
+        raise QueryError(str(exc)) from None
+    catalog = register_pools(spark, lake, as_of=as_of)
+    if travels:
+        try:
+            sql = rewrite(sql, travels, register_travels(spark, lake, travels, catalog))
+        except TimeTravelError as exc:
+            raise QueryError(str(exc)) from None
+    try:
+        return _run(spark, sql, catalog), catalog
+    finally:
+        for view in catalog.travels:  # the result holds its plan: the names can go
+            for name in view.views:
+                spark.catalog.dropTempView(name)
+
+
+def _run(spark: SparkSession, sql: str, catalog: Catalog) -> DataFrame:
     from pyspark.errors import AnalysisException
 
-    catalog = register_pools(spark, lake, as_of=as_of)
     try:
-        return spark.sql(sql), catalog
+        return spark.sql(sql)
     except AnalysisException as exc:
-        message = str(getattr(exc, "desc", None) or exc).strip().splitlines()[0]
+        message = readable(str(getattr(exc, "desc", None) or exc).strip().splitlines()[0])
         for name, reason in catalog.skipped.items():
             if re.search(rf"`?{re.escape(view_name(name))}`?", message):
                 raise QueryError(f"{message} — {reason}") from None

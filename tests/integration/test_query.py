@@ -150,3 +150,126 @@ def test_an_empty_lake_and_a_foreign_table(spark, tmp_path: Path) -> None:
     df, catalog = query(spark, lake, "SELECT count(*) AS n FROM empty")
     assert df.first().n == 0
     assert "not a zync pool" in catalog.skipped["foreign"]
+
+
+# --------------------------------------------------------------------------- Delta SQL on pools
+
+
+def _tick() -> None:
+    """Wait until the clock has moved on a few milliseconds (commit times differ)."""
+    import time
+
+    start = time.time()
+    while time.time() < start + 0.01:
+        time.sleep(0.002)
+
+
+def test_version_as_of_per_reference_with_the_typed_envelope(spark, filled: Lake) -> None:
+    # versions: 0 created, 1 types, 2 offsets 0..9 (3 a dead letter), 3 offsets 10..24
+    def rows(sql: str) -> list[tuple]:
+        df, _ = query(spark, filled, sql)
+        return [tuple(r) for r in df.collect()]
+
+    assert rows("SELECT count(*) FROM raw_cdc VERSION AS OF 2") == [(9,)]
+    assert rows("SELECT count(*) FROM `raw-cdc` FOR VERSION AS OF '3'") == [(24,)]
+    assert rows("SELECT count(*) FROM raw_cdc_deadletters VERSION AS OF 2") == [(1,)]
+    # the name as written still qualifies columns; value.after.ID is typed
+    assert rows(
+        "SELECT raw_cdc.value.after.ID FROM raw_cdc VERSION AS OF 2 "
+        "WHERE raw_cdc.value.after.ID > 7 ORDER BY 1"
+    ) == [(8,), (9,)]
+    # a diff between two versions of the same pool, with aliases
+    new = rows(
+        "SELECT n.value.after.ID FROM raw_cdc VERSION AS OF 3 n "
+        "LEFT ANTI JOIN raw_cdc VERSION AS OF 2 AS o ON n.seqno = o.seqno ORDER BY 1"
+    )
+    assert new == [(i,) for i in range(10, 25)]
+    # inside string literals and comments nothing is read as a reference
+    assert rows(
+        "SELECT 'raw_cdc VERSION AS OF 99' AS s /* raw_cdc VERSION AS OF 98 */ FROM raw_cdc -- x\n"
+        "LIMIT 1"
+    ) == [("raw_cdc VERSION AS OF 99",)]
+    # --as-of still reads every pool at one version, and a reference overrides it
+    df, _ = query(spark, filled, "SELECT (SELECT count(*) FROM raw_cdc), "
+                                 "(SELECT count(*) FROM raw_cdc VERSION AS OF 3)", as_of=2)
+    assert tuple(df.first()) == (9, 24)
+    # internal views do not outlive the query
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("__zync")]
+
+
+def test_timestamp_as_of(spark, lake: Lake) -> None:
+    from datetime import UTC, datetime
+
+    pool = lake.create_pool("Raw")
+    pool.record_types({"invoices": TopicTypes(value=avro_to_spark(dbz.AVRO_VALUE_SCHEMA).json())})
+    pool.append_records(debezium_rows("invoices", range(0, 4)), {("invoices", 0): 3})  # version 2
+    _tick()
+    between = datetime.now(UTC)
+    _tick()
+    pool.append_records(debezium_rows("invoices", range(4, 10)), {("invoices", 0): 9})  # 3
+
+    def count(moment: str) -> int:
+        df, _ = query(spark, lake, f"SELECT count(*) AS n FROM Raw TIMESTAMP AS OF {moment}")
+        return df.first().n
+
+    assert count(f"'{between:%Y-%m-%d %H:%M:%S.%f}'") == 4
+    assert count(f"TIMESTAMP '{between:%Y-%m-%dT%H:%M:%S.%f}Z'") == 4
+    assert count("'2999-01-01'") == 10  # after the last commit: the current version
+    with pytest.raises(QueryError, match=r"pool 'Raw' has no version at 2020-01-01 00:00:00 UTC: "
+                                         r"that is before its first commit \(its versions are 0 \("):
+        count("'2020-01-01'")
+    with pytest.raises(QueryError, match="not a timestamp"):
+        count("'yesterday-ish'")
+
+
+def test_time_travel_errors_are_one_line_naming_the_pool(spark, filled: Lake) -> None:
+    from engine.lake.maintenance import compact, vacuum
+
+    cases = {
+        "SELECT * FROM raw_cdc VERSION AS OF 7":
+            "pool 'raw-cdc' has no version 7 (its versions are 0 to 3)",
+        "SELECT * FROM nope VERSION AS OF 1":
+            "no pool 'nope' to read VERSION AS OF (pools: raw-cdc)",
+        "SELECT * FROM raw_cdc VERSION AS OF latest":
+            "VERSION AS OF takes a version number",
+        "DESCRIBE HISTORY nope": "no pool 'nope' in lake",
+    }
+    for sql, message in cases.items():
+        with pytest.raises(QueryError) as caught:
+            query(spark, filled, sql)
+        assert message in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+    pool = filled.open_pool("raw-cdc")
+    compact(pool)  # version 4: one file instead of two
+    vacuum(pool, retention_hours=0, enforce_retention=False)  # version 2's file is gone
+    with pytest.raises(QueryError, match=r"pool 'raw-cdc' version 2 cannot be read: 1 of its 1 "
+                                         r"files were removed \(VACUUM\)"):
+        query(spark, filled, "SELECT * FROM raw_cdc VERSION AS OF 2")
+
+
+def test_describe_history_and_detail_take_pool_names(spark, filled: Lake) -> None:
+    from zync_tui.commands.pool import make_app
+
+    for name in ("raw-cdc", "`raw-cdc`", "raw_cdc", "RAW_CDC"):
+        df, _ = query(spark, filled, f"DESCRIBE HISTORY {name}")
+        history = df.orderBy("version").collect()
+        assert [h.version for h in history] == [0, 1, 2, 3], name
+        assert history[0].operation == "CREATE TABLE"
+    df, _ = query(spark, filled, "DESC HISTORY raw-cdc LIMIT 1;")
+    assert [h.version for h in df.collect()] == [3]
+    detail = query(spark, filled, "DESCRIBE DETAIL raw-cdc")[0].first()
+    assert detail.name == "raw-cdc"
+    assert detail.location.endswith("/raw-cdc")
+    assert detail.numFiles == 2
+
+    runner = CliRunner()
+    env = {"ZYNC_LAKE": str(filled.root)}
+    result = runner.invoke(make_app(), ["query", "DESCRIBE HISTORY raw-cdc", "-f", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["version"] for line in result.stdout.splitlines()] == [3, 2, 1, 0]
+    result = runner.invoke(make_app(), ["query", "SELECT * FROM raw_cdc VERSION AS OF 9"], env=env)
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "error: pool 'raw-cdc' has no version 9 (its versions are 0 to 3)"
+    )

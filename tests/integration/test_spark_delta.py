@@ -80,3 +80,59 @@ def test_concurrent_app_transaction_conflicts(tmp_path: Path) -> None:
     with pytest.raises(delta.CommitConflict):
         delta.commit_arrow(second, _table(range(2, 3), "b"), app_transactions={"pos": 2})
     assert DeltaTable(uri).transaction_version("pos") == 2
+
+
+# ----------------------------------------------------------------------------------------
+# the ETL's seqno floors reach Delta as a filter it skips files with
+
+
+def files_read(df) -> int:
+    """How many files the (executed) plan's Parquet scans read: Delta hands the scan
+    only the files its statistics did not rule out."""
+    df.collect()
+    total = 0
+    todo = [df._jdf.queryExecution().executedPlan()]
+    while todo:
+        node = todo.pop()
+        name = node.getClass().getSimpleName()
+        if name == "AdaptiveSparkPlanExec":
+            todo.append(node.executedPlan())
+            continue
+        if name == "FileSourceScanExec":
+            total += int(node.metrics().apply("numFiles").value())
+        children = node.children()
+        todo.extend(children.apply(i) for i in range(children.size()))
+    return total
+
+
+def test_files_below_the_seqno_floor_are_not_read(spark, lake) -> None:
+    from engine.etl.cursors import cursor_filter
+    from engine.etl.markers import marker_rows, markers_of
+    from tests.integration.test_etl_support import append_events
+
+    raw = lake.create_pool("Raw")
+    for commit in range(6):  # one file per commit, seqnos 10*commit .. 10*commit+9
+        append_events(raw, [{"topic": "T", "key": {"ID": i}, "value": {"ID": i}}
+                            for i in range(commit * 10, commit * 10 + 10)])
+    assert len(raw.files()) == 6
+    everything = delta.read_spark(spark, raw.table)
+    assert files_read(everything) == 6
+
+    # the read of an ETL pass (engine/etl: its floor, then markers and cursors)
+    floor = 40
+    fresh = delta.read_spark(spark, raw.table, f"seqno >= {floor}").where(
+        f"seqno >= {floor} AND marker IS NULL AND {cursor_filter({('T', 0): 44}, ['T'])}"
+    )
+    assert files_read(fresh) == 2
+    assert sorted(r.seqno for r in fresh.collect()) == list(range(45, 60))
+
+    staging = lake.create_pool("Staging", "staging")
+    for commit in range(4):
+        fates = pa.table({"topic": ["T"] * 5, "partition": [0] * 5,
+                          "offset": list(range(commit * 5, commit * 5 + 5)),
+                          "rule": ["r"] * 5, "status": ["processed"] * 5})
+        staging.commit_rows(marker_rows("etl", fates), expect_version=staging.version)
+    assert files_read(markers_of(spark, staging, "etl")) == 4
+    above = markers_of(spark, staging, "etl", min_seqno=15)
+    assert files_read(above) == 1
+    assert sorted(r.seqno for r in above.collect()) == [15, 16, 17, 18, 19]

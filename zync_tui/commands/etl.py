@@ -36,6 +36,7 @@ LimitOpt = Annotated[
 
 def _runner(config: Path, lake: Path | None, spark_master: str | None = None) -> EtlRunner:
     from engine.etl import EtlRunner, load_config
+    from engine.jvm.java import JavaNotFoundError
     from engine.lake.pools import Lake
     from engine.settings.lake import lake_path
     from engine.settings.spark import load_spark_settings

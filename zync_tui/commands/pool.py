@@ -650,7 +650,7 @@ def query(
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     as_of: Annotated[
         int | None,
-        typer.Option("--as-of", metavar="VERSION", min=0, help="Read every pool at this Delta version.",
+        typer.Option("--as-of", metavar="VERSION", min=0, help="Read every pool at this Delta version (for one pool: P VERSION AS OF n).",
                      show_default=False),
     ] = None,
     limit: Annotated[
@@ -660,9 +660,18 @@ def query(
 ) -> None:
     """Run Spark SQL over the pools of the lake.
 
-    Each pool P is the view P (its records: seqno, kafka, key, value, typed: value.after.ID
-    works) with P_deadletters (seqno, kafka, stage, error, key_bytes, value_bytes) and, for
-    staging pools, P_markers. A '-' in a pool name becomes '_'.
+    Each pool P is the view P: its records (seqno, kafka, key, value), typed, so value.after.ID works; with P_deadletters (seqno, kafka, stage, error, key_bytes, value_bytes) and, for staging pools, P_markers. A '-' in a pool name becomes '_' (raw-2024 is raw_2024).
+
+    Time travel, per reference: P VERSION AS OF n, or P TIMESTAMP AS OF 'YYYY-MM-DD HH:MM:SS' (the newest version committed by then; UTC unless spark.json sets the session time zone); several versions of one pool may meet in a query. --as-of n reads every pool at version n. Delta's DESCRIBE HISTORY P \\[LIMIT n] and DESCRIBE DETAIL P take the pool names you see.
+
+    Examples:
+      zync query "SELECT value.after.ID FROM Raw WHERE value.op = 'c'"
+      zync query "SELECT count(*) FROM Staging VERSION AS OF 3"
+      zync query "SELECT * FROM Raw TIMESTAMP AS OF '2026-11-23 10:00:00'"
+      zync query "SELECT n.* FROM Staging VERSION AS OF 5 n
+                  LEFT ANTI JOIN Staging VERSION AS OF 3 o USING (seqno)"
+      zync query "DESCRIBE HISTORY Raw LIMIT 5"
+      zync query "DESCRIBE DETAIL `raw-2024`"
     """
     from engine.lake.query import query as run_query
 

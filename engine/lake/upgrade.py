@@ -1,0 +1,60 @@
+"""Upgrades of pools made by earlier zync versions, applied when a pool is opened.
+
+One so far: **nullable kafka fields**. Pools used to declare ``kafka.topic``,
+``kafka.partition`` and ``kafka.offset`` NOT NULL inside the nullable ``kafka`` struct.
+Marker rows have no ``kafka``, and delta-spark enforces a nested NOT NULL even where the
+parent is NULL (delta-io/delta#860): a user's ``OPTIMIZE`` (or DELETE, MERGE) of a
+staging pool failed with DELTA_NOT_NULL_CONSTRAINT_VIOLATED. New pools are created with
+:data:`engine.lake.envelope.TABLE_SCHEMA`; an older one gets the same schema in one
+metadata-only commit (delta-rs cannot drop a nested NOT NULL directly: an overwrite whose
+predicate matches no row, with the new schema, removes no file and keeps the table's
+name, description and properties).
+
+Best effort: a pool that cannot take the commit (read-only storage, a writer that
+committed at that very moment) keeps its old schema, which zync reads and writes as
+before; only delta-spark's own rewrites need the new one. Another open tries again.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import DeltaError
+
+from engine.lake.delta import arrow_schema
+from engine.lake.envelope import TABLE_SCHEMA
+
+
+def needs_nullable_kafka(schema: pa.Schema) -> bool:
+    """True when a field of the schema's ``kafka`` struct is NOT NULL."""
+    index = schema.get_field_index("kafka")
+    if index < 0 or not pa.types.is_struct(schema.field(index).type):
+        return False
+    return any(not f.nullable for f in schema.field(index).type)
+
+
+def nullable_kafka(table: DeltaTable) -> bool:
+    """Make the ``kafka`` fields of a pool's table nullable, in one commit that changes
+    no data; True when it committed one (``table`` is then updated)."""
+    schema = arrow_schema(table)
+    if not needs_nullable_kafka(schema):
+        return False
+    relaxed = pa.schema(
+        [TABLE_SCHEMA.field("kafka") if f.name == "kafka" else f for f in schema]
+    )
+    try:
+        write_deltalake(
+            table,
+            relaxed.empty_table(),
+            mode="overwrite",
+            predicate="false",  # replaces no row: a metadata-only commit
+            schema_mode="overwrite",
+            commit_properties=CommitProperties(
+                custom_metadata={"zync.op": "upgrade", "zync.upgrade": "nullable-kafka"},
+                max_commit_retries=0,
+            ),
+        )
+    except (DeltaError, OSError):
+        return False
+    table.update_incremental()
+    return True
