@@ -221,7 +221,15 @@ def ensure_topic(
             if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise KafkaUnavailable(f"cannot create topic {topic!r}: {error.str()}") from None
             created = False
-        return topic_partitions(profile, topic, timeout), created
+        # the broker's metadata may list a topic the controller just created a moment later
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return topic_partitions(profile, topic, timeout), created
+            except TopicNotFound:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
 
 
 def watermarks(
