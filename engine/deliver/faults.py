@@ -154,12 +154,18 @@ class Faults:
         return ABORT
 
     def read_positions(self, partitions: Sequence[int]) -> dict[int, Position | None]:
-        """:func:`~engine.deliver.positions.read_positions`, waiting for the broker."""
+        """:func:`~engine.deliver.positions.read_positions`, waiting for the broker: while
+        it is out, a metadata request every :data:`READ_AGAIN` seconds (each waiting up
+        to :data:`PROBE_TIMEOUT`) says when to read again."""
         from engine.kafka.clients import KafkaUnavailable  # deferred: confluent_kafka
 
         attempts = 0
         started = time.monotonic()
         while True:
+            if self.outage.down and not self._reachable():
+                if self.stop.wait(READ_AGAIN):
+                    raise StoppedWaiting("reading the positions back")
+                continue
             try:
                 found = read_positions(self.kafka, self.topic, partitions)
             except (KafkaUnavailable, DeliveryError) as exc:
@@ -172,8 +178,6 @@ class Faults:
                     )
                     continue
                 self.outage.begin(f"reading the positions back: {self._why()}", started)
-                if self.stop.wait(READ_AGAIN):
-                    raise StoppedWaiting("reading the positions back") from None
                 continue
             self.outage.end()
             return found
