@@ -201,7 +201,7 @@ class Faults:
         self.board.emit("retrying", f"{self.topic}: {text}")
 
     def _report(self, kind: str, text: str) -> None:
-        log.warning("%s", text)
+        log.debug("%s", text)  # said through the loop's notes or events
         if kind == UNREACHABLE:
             self.troubles += 1
             self.board.set(last_error=text)

@@ -130,7 +130,7 @@ class KafkaWatch:
 
     def _report(self, kind: str, text: str) -> None:
         self._noted.clear()  # after an outage, say again what goes wrong
-        log.warning("%s", text)
+        log.debug("%s", text)  # said through the loop's notes or events
         self._shared.note(text, kind)
 
 
@@ -176,7 +176,7 @@ class RegistryWait:
             return prepared
 
     def _report(self, kind: str, text: str) -> None:
-        log.warning("%s", text)
+        log.debug("%s", text)  # said through the loop's notes or events
         self._shared.note(text, kind)
 
 
