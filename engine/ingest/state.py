@@ -17,12 +17,12 @@ from engine.errors import ZyncError
 from engine.ingest.stats import CommitRef, IngestStats, PartitionStats, PoolStats
 from engine.lake.pools import PoolError
 
-log = logging.getLogger("engine.from_kafka")
-
 if TYPE_CHECKING:
     from engine.ingest.group_mirror import Mirror
     from engine.lake.maintenance import Upkeep
     from engine.lake.pools import Pool, TopicTypes
+
+log = logging.getLogger("engine.from_kafka")
 
 #: The window over which :attr:`PoolStats.rate` is averaged, in seconds.
 RATE_WINDOW = 10.0

@@ -5,8 +5,8 @@
 schemas: unknown ids become :class:`~engine.kafka.codecs.formats.SchemaNotFound` (a dead
 letter, not a crash), a registry that cannot be reached or answers with a server error
 becomes :class:`RegistryUnreachable` (worth waiting for: from-kafka waits), any other
-refusal :class:`RegistryUnavailable` (a one-line error). confluent-kafka's ``SchemaRegistryClient`` is imported only when a
-client is built (its import is heavy).
+refusal :class:`RegistryUnavailable` (a one-line error). confluent-kafka's
+``SchemaRegistryClient`` is imported only when a client is built (its import is heavy).
 """
 
 from __future__ import annotations
