@@ -59,8 +59,9 @@ waited for, not a failure — the loop says when it began and when it ended (not
 for an outage) and goes on by itself.
 
 Nothing here prints: ``Ingest.status`` returns an ``IngestStats`` snapshot (the console
-polls it), ``on_commit`` receives a ``CommitInfo`` per commit and ``on_note`` the notes. Every module logs to
-``engine.from_kafka`` (the console's log panel names the source after it).
+polls it), ``on_commit`` receives a ``CommitInfo`` per commit and ``on_note`` the notes.
+Every module logs to ``engine.from_kafka`` (the console's log panel names the source
+after it).
 
 The modules, one concept each: ``options`` (inputs, options), ``errors``, ``stats`` (the
 snapshots), ``state`` (what the threads share), ``decode`` (a batch's keys or values per
