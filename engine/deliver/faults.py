@@ -81,7 +81,7 @@ class Faults:
         self.outage = Outage(
             f"Kafka at {kafka.bootstrap_servers}", self._report, prefix=f"{topic}: "
         )
-        self._reason: str | None = None  # the latest connection error, for the words
+        self._reason: tuple[float, str] | None = None  # the latest connection error, when
         #: outages and lost connections so far (:meth:`recovery` compares)
         self.troubles = 0
 
@@ -94,7 +94,7 @@ class Faults:
             self.troubles += 1
         if error.code() == KafkaError._TRANSPORT:
             text = str(error.str())
-            self._reason = text.rsplit("failed: ", 1)[-1]
+            self._reason = (time.monotonic(), text.rsplit("failed: ", 1)[-1])
 
     def wait(self, producer: Producer, call: Callable[[float], object], what: str) -> None:
         """Make ``call(timeout)`` (``init_transactions``, ``commit_transaction``,
@@ -128,7 +128,7 @@ class Faults:
             producer.list_topics(self.topic, timeout=PROBE_TIMEOUT)
             return
         except KafkaException:
-            self.outage.begin(f"{what}: {self._why()}", since)
+            self.outage.begin(f"{what}: {self._why(since)}", since)
         if self.stop.is_set():
             raise StoppedWaiting(what)
 
@@ -177,7 +177,7 @@ class Faults:
                         "%s: reading the positions back failed (%s); again", self.topic, exc
                     )
                     continue
-                self.outage.begin(f"reading the positions back: {self._why()}", started)
+                self.outage.begin(f"reading the positions back: {self._why(started)}", started)
                 continue
             self.outage.end()
             return found
@@ -192,9 +192,11 @@ class Faults:
             return False
         return True
 
-    def _why(self) -> str:
-        reason, self._reason = self._reason, None
-        return reason or f"no answer within {PROBE_TIMEOUT:g}s"
+    def _why(self, since: float) -> str:
+        """Why the broker does not answer: a connection error since ``since``, or none."""
+        if self._reason is not None and self._reason[0] >= since:
+            return self._reason[1]
+        return f"no answer within {PROBE_TIMEOUT:g}s"
 
     def _retrying(self, text: str) -> None:
         self.board.set(last_error=text)
