@@ -83,7 +83,8 @@ class ServiceEvent:
     """Something a service did; ``message`` is one line for a status display."""
 
     service: str
-    kind: str  # started | stopped | failed | commit | pass | delivered | waiting | error | ...
+    kind: str  # started | stopped | failed | commit | pass | delivered | waiting | error |
+    # unreachable | back (an outage of Kafka or the Schema Registry began, ended) | ...
     message: str
     at: float
 
@@ -315,7 +316,15 @@ class FromKafkaService(Service):
             spark=self._spark,
         )
         self._running()
-        self.ingest.run(stop, on_commit=self._commit)
+        self.ingest.run(stop, on_commit=self._commit, on_note=self._note)
+
+    def _note(self, kind: str, text: str) -> None:
+        """An outage of Kafka or the registry began (``unreachable``) or ended (``back``)."""
+        from engine.kafka.outage import BACK, UNREACHABLE
+
+        if kind in (UNREACHABLE, BACK):
+            self._failed_softly(text if kind == UNREACHABLE else None)
+            self._event(kind, text)
 
     def _wait_for_topics(self, stop: threading.Event) -> bool:
         from engine.kafka.clients import KafkaUnavailable, check_reachable
@@ -538,6 +547,8 @@ class ToKafkaService(Service):
             self._committed(event.version, event.records, event.topic)
         if event.kind == "failed":
             return  # the service reports the failure itself
+        if event.kind in ("unreachable", "back"):  # an outage of Kafka began or ended
+            self._failed_softly(event.message if event.kind == "unreachable" else None)
         self._event(event.kind, event.message)
 
 

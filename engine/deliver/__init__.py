@@ -29,5 +29,6 @@ The modules, each owning one concept: ``loop`` (the Delivery), ``status`` (event
 the status snapshot), ``errors``, ``lock``, ``positions``, ``ledger``, ``read``,
 ``rows``, ``shaper``, ``record_types``, ``encode`` (with ``avro_bodies`` and
 ``json_convert``), ``envelopes/`` (``base``, ``jdbc``, ``differential``), ``stream``
-(reading and encoding ahead of producing) and ``produce``.
+(reading and encoding ahead of producing), ``produce`` and ``faults`` (what is waited for
+— an unreachable broker, a transaction the broker gave up — and what stops a delivery).
 """

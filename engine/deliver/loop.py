@@ -1,6 +1,7 @@
 """The delivery loop: :class:`Delivery` delivers one topic of a staging pool to Kafka,
 exactly once, composing the lock, the positions read back, the staging reader, the
-envelope and the transactional producer; :func:`deliver_outputs` runs several."""
+envelope and the transactional producer (with its waits for an unreachable broker,
+:mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from engine.deliver.envelopes import envelope_named
 from engine.deliver.envelopes.base import Envelope, Parts
 from engine.deliver.errors import DeliveryError
+from engine.deliver.faults import StoppedWaiting
 from engine.deliver.ledger import Ledger
 from engine.deliver.lock import topic_lock
-from engine.deliver.positions import read_positions
 from engine.deliver.produce import Transactions, transactional_id
 from engine.deliver.read import StagingReader
 from engine.deliver.record_types import RecordTypes
@@ -127,6 +128,14 @@ class Delivery:
         try:
             with topic_lock(self.kafka, self.topic, f"pool {self.pool_name}"):
                 self._run(stop, continuous)
+        except StoppedWaiting as exc:
+            board.set(state="stopped")
+            board.emit(
+                "stopped",
+                f"{self.topic}: stopped while waiting for Kafka ({exc}); delivered up to "
+                f"pool offset {board.delivered_text()}, the rest goes on the next start",
+            )
+            return self.status()
         except Exception as exc:
             text = str(exc) if isinstance(exc, ZyncError) else f"{type(exc).__name__}: {exc}"
             board.set(state="failed", last_error=text)
@@ -146,7 +155,7 @@ class Delivery:
         pool = self._open_pool(stop, continuous)
         if pool is None:
             return
-        envelope = self._compose(pool, self._open_kafka())
+        envelope = self._compose(pool, self._open_kafka(stop))
         self._recover(envelope)
         board = self._board
         while not stop.is_set():
@@ -191,16 +200,16 @@ class Delivery:
                 )
             return pool
 
-    def _open_kafka(self) -> list[int]:
+    def _open_kafka(self, stop: threading.Event) -> list[int]:
         """The topic's partitions (the topic created if missing), with the transactional
-        producer started."""
+        producer started (``stop`` ends its waits for an unreachable broker)."""
         from engine.kafka.clients import ensure_topic  # deferred: confluent_kafka
 
         partitions, created = ensure_topic(
             self.kafka, self.topic, partitions=self.partitions_wanted, replication=self.replication
         )
         self._board.set(partitions=len(partitions))
-        self._out = Transactions(self.kafka, self.topic, self._board)
+        self._out = Transactions(self.kafka, self.topic, self._board, stop)
         self._out.start()
         self._board.emit(
             "started",
@@ -230,7 +239,8 @@ class Delivery:
     def _recover(self, envelope: Envelope) -> None:
         """Read the last delivered positions back from the topic."""
         ledger = envelope.parts.ledger
-        found = read_positions(self.kafka, self.topic, ledger.partitions)
+        assert self._out is not None
+        found = self._out.faults.read_positions(ledger.partitions)
         ledger.take(found)
         envelope.resume(found)
         self._read_version = -1

@@ -14,7 +14,8 @@ from typing import Any
 class DeliveryEvent:
     """Something a delivery did, for a status line (``message`` is that line)."""
 
-    kind: str  # started | delivered | caught-up | waiting | stopped | failed
+    kind: str  # started | resumed | delivered | caught-up | waiting | retrying | types |
+    # unreachable | back (an outage of Kafka: engine.deliver.faults) | stopped | failed
     topic: str
     message: str
     records: int = 0

@@ -53,15 +53,22 @@ Formats: ``auto`` (the default) decides a topic's value format from its first re
 of another format becomes a dead letter. Keys are decided the same way; a key that is
 not JSON but UTF-8 text (a common plain-string key) is kept as a JSON string.
 
+Outages (:mod:`engine.ingest.faults`): Kafka or the Schema Registry out of reach is
+waited for, not a failure — the loop says when it began and when it ended (notes of kind
+``unreachable`` and ``back``), holds records back meanwhile (none becomes a dead letter
+for an outage) and goes on by itself.
+
 Nothing here prints: ``Ingest.status`` returns an ``IngestStats`` snapshot (the console
-polls it) and ``on_commit`` receives a ``CommitInfo`` per commit. Every module logs to
-``engine.from_kafka`` (the console's log panel names the source after it).
+polls it), ``on_commit`` receives a ``CommitInfo`` per commit and ``on_note`` the notes.
+Every module logs to ``engine.from_kafka`` (the console's log panel names the source
+after it).
 
 The modules, one concept each: ``options`` (inputs, options), ``errors``, ``stats`` (the
 snapshots), ``state`` (what the threads share), ``decode`` (a batch's keys or values per
 topic), ``buffer`` (buffers and the batching decision), ``consume`` (the consumer
 thread), ``stages`` (the decoder and writer threads), ``prepare`` (a batch into rows),
 ``dead_letters``, ``write`` (the commit), ``positions`` (where partitions start),
-``assignment`` (which partitions, workers group), ``group_mirror``, ``gc_pause``, ``loop``
+``assignment`` (which partitions, workers group), ``group_mirror``, ``gc_pause``,
+``faults`` (waiting out Kafka and Schema Registry outages), ``loop``
 (:class:`~engine.ingest.loop.Ingest`, composing them).
 """

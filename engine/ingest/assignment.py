@@ -20,7 +20,7 @@ from engine.ingest.positions import tp_list
 from engine.kafka.clients import check_reachable, consumer, where
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError
     from deltalake import DeltaTable
 
     from engine.ingest.options import IngestInput, IngestOptions
@@ -40,6 +40,7 @@ class Assignment:
     """The partitions this process reads: assigned directly, or its workers group's share.
 
     ``drop(gone)``: forget the buffered records of partitions taken away; how many.
+    ``error_cb``: the consumer's client-level errors go there.
     """
 
     def __init__(
@@ -52,6 +53,7 @@ class Assignment:
         positions: Positions,
         route: Mapping[str, str],
         drop: Callable[[set[TopicPart]], int],
+        error_cb: Callable[[KafkaError], None],
     ) -> None:
         self._inputs = inputs
         self._kafka = kafka
@@ -60,6 +62,7 @@ class Assignment:
         self._positions = positions
         self._route = route
         self._drop = drop
+        self._error_cb = error_cb
         self._partition_counts: dict[str, int] = {}
 
     def connect(self) -> Consumer:
@@ -79,7 +82,7 @@ class Assignment:
 
     def _assign(self) -> Consumer:
         topics = self._topics()
-        client = consumer(self._kafka)
+        client = consumer(self._kafka, extra={"error_cb": self._error_cb})
         assignment = []
         for item in self._inputs:
             state = self._shared.pools[item.pool]
@@ -143,7 +146,10 @@ class Assignment:
         group = self._options.workers_group
         assert group is not None
         topics = self._topics()
-        extra: dict[str, Any] = {"partition.assignment.strategy": WORKERS_ASSIGNMENT}
+        extra: dict[str, Any] = {
+            "partition.assignment.strategy": WORKERS_ASSIGNMENT,
+            "error_cb": self._error_cb,
+        }
         pools = self._shared.pools
         mirrors = {st.group for st in pools.values() if st.group == group}
         if mirrors:

@@ -1,31 +1,30 @@
 """The consumer thread (the one calling :meth:`engine.ingest.loop.Ingest.run`): polls
 librdkafka, keeps only records of partitions it still owns, fills the pools' buffers and
 cuts batches (:mod:`engine.ingest.buffer`), and between polls applies skip-aheads,
-refreshes watermarks, flushes the workers group mirror, looks for new partitions, and
-exits after ``exit_after`` idle seconds. Stopped, it hands over what it holds."""
+refreshes watermarks, flushes the workers group mirror, looks for new partitions, asks
+whether Kafka is still there (:mod:`engine.ingest.faults`), and exits after
+``exit_after`` idle seconds (not counting a Kafka outage). Stopped, it hands over what it
+holds."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine.ingest.buffer import Batch, Buffers
-from engine.kafka.clients import KafkaUnavailable
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
 
     from engine.ingest.assignment import Assignment
+    from engine.ingest.faults import KafkaWatch
     from engine.ingest.gc_pause import GcPause
     from engine.ingest.options import IngestOptions
     from engine.ingest.positions import Positions
     from engine.ingest.stages import Stages
     from engine.ingest.state import LoopState
-
-log = logging.getLogger("engine.from_kafka")
 
 #: How often the consumer refreshes cached watermarks (lag) and looks for new partitions.
 WATERMARK_EVERY = 1.0
@@ -44,12 +43,14 @@ class ConsumeLoop:
         stages: Stages,
         gc: GcPause,
         route: Mapping[str, str],
+        watch: KafkaWatch,
     ) -> None:
         self._options = options
         self._shared = shared
         self._positions = positions
         self._stages = stages
         self._gc = gc
+        self._watch = watch
         self.buffers = Buffers(shared.pools, route, options, self._hand_over)
 
     def run(self, consumer: Consumer, assignment: Assignment, stop: threading.Event) -> bool:
@@ -67,6 +68,7 @@ class ConsumeLoop:
         next_metadata = started + METADATA_EVERY
         want = min(opts.max_records, 50_000)
         handed = stages.handed
+        watch = self._watch
         while not stop.is_set():
             if shared.error is not None:
                 return False
@@ -76,7 +78,7 @@ class ConsumeLoop:
             if messages:
                 good = [m for m in messages if m.error() is None]
                 if len(good) != len(messages):
-                    self._message_errors([m for m in messages if m.error() is not None])
+                    watch.message_errors([m for m in messages if m.error() is not None])
                 if in_group and positions.rebalances != rebalances:
                     # partitions moved during this call: keep only what is still ours
                     owned = positions.owned_now()
@@ -106,14 +108,19 @@ class ConsumeLoop:
                     assignment.new_partitions(consumer)
                 next_metadata = now + METADATA_EVERY
                 self._gc.when_idle()
-            if (
+            watch.check(consumer, now - last_record)
+            if watch.down:  # waiting for Kafka is not idleness: exit_after counts from its return
+                last_record = time.monotonic()
+            elif (
                 opts.exit_after is not None
                 and now - last_record >= opts.exit_after
                 and not buffers.holding()
                 and stages.inflight == 0
             ):
-                shared.note(f"idle for {opts.exit_after:g}s: exiting")
-                return True
+                if watch.probe(consumer):  # idle, not cut off: Kafka answers
+                    shared.note(f"idle for {opts.exit_after:g}s: exiting")
+                    return True
+                last_record = time.monotonic()
         for buffer in buffers.holding():  # stopped: commit what we hold
             if shared.error is None:
                 buffers.cut(buffer)
@@ -121,13 +128,3 @@ class ConsumeLoop:
 
     def _hand_over(self, pool: str, messages: list[Message]) -> None:
         self._stages.hand_over(Batch(pool, messages, self._positions.rebalances))
-
-    def _message_errors(self, messages: list[Message]) -> None:
-        for m in messages:
-            error = m.error()
-            if error is None:
-                continue
-            if error.fatal():
-                raise KafkaUnavailable(f"Kafka reported a fatal error: {error.str()}")
-            self._shared.note(f"{m.topic()}[{m.partition()}]: {error.str()}")
-            log.warning("consumer error on %s[%s]: %s", m.topic(), m.partition(), error.str())

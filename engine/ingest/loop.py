@@ -2,7 +2,8 @@
 per run the parts of :mod:`engine.ingest` — the consumer thread
 (:mod:`~engine.ingest.consume`), the decoder and writer threads
 (:mod:`~engine.ingest.stages`), the partitions' positions and assignment, the group
-mirrors — and the service API (start, stop, join, status) ``zync run`` and the console
+mirrors, the waits for Kafka and the Schema Registry (:mod:`~engine.ingest.faults`) — and
+the service API (start, stop, join, status) ``zync run`` and the console
 use."""
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from engine.ingest.assignment import Assignment
 from engine.ingest.consume import ConsumeLoop
 from engine.ingest.decode import PartDecoder, RegistryLookup
 from engine.ingest.errors import IngestError
+from engine.ingest.faults import KafkaWatch, RegistryWait
 from engine.ingest.gc_pause import GcPause
 from engine.ingest.options import IngestInput, IngestOptions, default_group
 from engine.ingest.positions import Positions
 from engine.ingest.prepare import Preparer
 from engine.ingest.stages import Stages
-from engine.ingest.state import LoopState, PoolState
+from engine.ingest.state import LoopState, NoteListener, PoolState
 from engine.ingest.write import Writer
 from engine.lake.maintenance import Upkeep
 from engine.lake.shaper import Shaper
@@ -89,7 +91,11 @@ class Ingest:
 
     # -- service API --------------------------------------------------------------------
 
-    def start(self, on_commit: Callable[[CommitInfo], None] | None = None) -> None:
+    def start(
+        self,
+        on_commit: Callable[[CommitInfo], None] | None = None,
+        on_note: NoteListener | None = None,
+    ) -> None:
         """Run in a background thread; :meth:`status` tells how it goes."""
         if self._thread is not None and self._thread.is_alive():
             return
@@ -97,7 +103,7 @@ class Ingest:
 
         def target() -> None:
             with contextlib.suppress(BaseException):  # kept in the status
-                self.run(self._stop, on_commit=on_commit)
+                self.run(self._stop, on_commit=on_commit, on_note=on_note)
 
         self._shared.set_state("starting")
         self._thread = threading.Thread(target=target, name="zync-from-kafka", daemon=True)
@@ -129,16 +135,21 @@ class Ingest:
         self,
         stop: threading.Event | None = None,
         on_commit: Callable[[CommitInfo], None] | None = None,
+        on_note: NoteListener | None = None,
     ) -> IngestStats:
         """Ingest until ``stop`` is set, ``exit_after`` seconds pass without a record, or
         something fails (raised: :class:`IngestError`, :class:`BadRecord`,
-        ``KafkaUnavailable``, ...). A stop commits what was consumed first.
+        ``KafkaUnavailable``, ...). A stop commits what was consumed first. Kafka or the
+        Schema Registry out of reach is waited for (:mod:`engine.ingest.faults`).
 
-        ``on_commit`` is called from the committer thread after each commit.
+        ``on_commit`` is called from the committer thread after each commit; ``on_note``
+        hears the notes the loop makes, with their kind (``unreachable`` and ``back``
+        begin and end an outage, ``note`` is the rest), from any of its threads.
         """
         stop = stop or threading.Event()
         shared = self._shared
         shared.begin()
+        shared.listener = on_note
         grouped = self.options.workers_group is not None
         gc = GcPause(self.options.pause_gc)
         client: Consumer | None = None
@@ -151,9 +162,11 @@ class Ingest:
                 self._shaper.check_syntax(self._get_spark())
             positions = Positions(shared, grouped)
             preparer = Preparer(shared, self.options, self._decoders, self._shaper, self._get_spark)
+            registry = RegistryWait(shared, stop, preparer.prepare)
             writer = Writer(shared, positions, self.kafka, gc, on_commit)
-            stages = Stages(shared, preparer.prepare, writer.write)
-            consume = ConsumeLoop(self.options, shared, positions, stages, gc, self._route)
+            stages = Stages(shared, registry.prepare, writer.write)
+            watch = KafkaWatch(self.kafka, shared, self.inputs[0].topic)
+            consume = ConsumeLoop(self.options, shared, positions, stages, gc, self._route, watch)
             assignment = Assignment(
                 self.inputs,
                 kafka=self.kafka,
@@ -162,6 +175,7 @@ class Ingest:
                 positions=positions,
                 route=self._route,
                 drop=consume.buffers.drop,
+                error_cb=watch.error_cb,
             )
             client = assignment.connect()
             stages.start()
@@ -184,6 +198,7 @@ class Ingest:
             for mirror in set(shared.mirrors.values()):
                 mirror.close()
             shared.end()
+            shared.listener = None
         if shared.error is not None:
             raise shared.error
         return self.status()

@@ -3,7 +3,9 @@ puts a cut :class:`~engine.ingest.buffer.Batch` on a one-slot queue, the decoder
 a :class:`~engine.ingest.prepare.Prepared` on another, the writer commits it, so
 consuming, decoding and the Delta write overlap (docs/design.md#readers-and-writers).
 Counts the batches in flight (an idle loop has none), stops both threads in order, and
-on failure hands the error to the consumer thread through the shared state."""
+on failure hands the error to the consumer thread through the shared state. A batch the
+decoder gives up (``prepare`` returns None: stopped while waiting for the Schema
+Registry) is dropped with every batch after it, so no commit leaves a gap."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ class Stages:
     def __init__(
         self,
         shared: LoopState,
-        prepare: Callable[[Batch], Prepared],
+        prepare: Callable[[Batch], Prepared | None],
         write: Callable[[Prepared], None],
     ) -> None:
         self._shared = shared
@@ -39,6 +41,7 @@ class Stages:
         #: batches handed over so far (consumer thread only)
         self.handed = 0
         self._threads: tuple[threading.Thread, ...] = ()
+        self._given_up = False  # the decoder gave a batch up: the later ones go too
 
     @property
     def started(self) -> bool:
@@ -95,8 +98,9 @@ class Stages:
                 return
             prepared = None
             try:
-                if self._shared.error is None:
+                if self._shared.error is None and not self._given_up:
                     prepared = self._prepare(batch)
+                    self._given_up = prepared is None
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread
                 self._shared.fail(exc)
             if prepared is None or not self._put(self._prepared, prepared):

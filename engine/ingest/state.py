@@ -1,13 +1,16 @@
 """The live state the consumer, decoder and writer threads share, under one lock: the
 loop's state and error, counts, notes, each pool's committed positions and counters
 (:class:`PoolState`), cached watermarks and the group mirrors; and the consistent
-snapshot of it all (:meth:`LoopState.snapshot`) that ``status()`` returns."""
+snapshot of it all (:meth:`LoopState.snapshot`) that ``status()`` returns. Notes made
+with :meth:`LoopState.note` also go to the run's listener, with their kind."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from engine.errors import ZyncError
@@ -19,10 +22,19 @@ if TYPE_CHECKING:
     from engine.lake.maintenance import Upkeep
     from engine.lake.pools import Pool, TopicTypes
 
+log = logging.getLogger("engine.from_kafka")
+
 #: The window over which :attr:`PoolStats.rate` is averaged, in seconds.
 RATE_WINDOW = 10.0
 
 TopicPart = tuple[str, int]
+
+#: The kind of an ordinary note (an outage's are ``engine.kafka.outage.UNREACHABLE``
+#: and ``BACK``).
+NOTE = "note"
+
+#: Hears each note made with :meth:`LoopState.note`: ``listener(kind, text)``.
+NoteListener = Callable[[str, str], None]
 
 
 class PoolState:
@@ -74,6 +86,7 @@ class LoopState:
         self.pools: dict[str, PoolState] = {}
         self.watermarks: dict[TopicPart, tuple[int, int]] = {}
         self.mirrors: dict[str, Mirror] = {}
+        self.listener: NoteListener | None = None
 
     def begin(self) -> None:
         """A fresh run (the console may start a stopped loop again): counts and pools
@@ -99,9 +112,17 @@ class LoopState:
         with self.lock:
             self.state = "failed" if self.error is not None else "stopped"
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, kind: str = NOTE) -> None:
+        """Keep ``text`` in the notes and tell the listener (outside the lock: it may
+        ask for a snapshot)."""
         with self.lock:
             self.notes.append(text)
+        listener = self.listener
+        if listener is not None:
+            try:
+                listener(kind, text)
+            except Exception:  # a listener never stops the loop
+                log.exception("a note listener failed")
 
     def fail(self, exc: BaseException) -> None:
         """Keep the first failure; every thread stops at its next check of :attr:`error`."""

@@ -31,15 +31,15 @@ log = logging.getLogger("engine.kafka.librdkafka")
 
 C = TypeVar("C", AdminClient, Consumer, Producer)
 
-#: Tansu completes a group join only after the rebalance timeout
-#: (``max.poll.interval.ms``); a short one makes group subscription usable.
+#: Group members that leave or die are noticed within seconds (a workers group moves
+#: their partitions to the survivors sooner than with librdkafka's defaults).
 GROUP_DEFAULTS: Mapping[str, str] = {
     "max.poll.interval.ms": "10000",
     "session.timeout.ms": "6000",
     "heartbeat.interval.ms": "1000",
 }
 
-#: Larger fetches: librdkafka's defaults were erratic against the embedded broker.
+#: Larger fetches than librdkafka's defaults: ingest reads large batches.
 FETCH_DEFAULTS: Mapping[str, str] = {
     "fetch.max.bytes": str(64 * 1024 * 1024),
     "max.partition.fetch.bytes": str(16 * 1024 * 1024),
@@ -248,9 +248,8 @@ def ensure_topic(
 def watermarks(
     kafka: Consumer, topic: str, partitions: list[int], timeout: float = 10.0
 ) -> dict[int, tuple[int, int]]:
-    """Low and high watermark per partition. Tansu's high watermark can lag the log's
-    end (docs/design.md#the-embedded-stack): never use it to decide exactly-once
-    positions."""
+    """Low and high watermark per partition: figures for people (lag); exactly-once
+    positions come from the pools and the output topics' headers, never from these."""
     out = {}
     for partition in partitions:
         try:

@@ -3,9 +3,10 @@
 :class:`RegistrySchemas` is the schema lookup every decoder takes
 (:data:`engine.kafka.codecs.formats.SchemaLookup`) and the one place that registers
 schemas: unknown ids become :class:`~engine.kafka.codecs.formats.SchemaNotFound` (a dead
-letter, not a crash), an unreachable registry becomes :class:`RegistryUnavailable` (a
-one-line error). confluent-kafka's ``SchemaRegistryClient`` is imported only when a
-client is built (its import is heavy).
+letter, not a crash), a registry that cannot be reached or answers with a server error
+becomes :class:`RegistryUnreachable` (worth waiting for: from-kafka waits), any other
+refusal :class:`RegistryUnavailable` (a one-line error). confluent-kafka's
+``SchemaRegistryClient`` is imported only when a client is built (its import is heavy).
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ _NOT_FOUND = {40401, 40402, 40403}
 
 class RegistryUnavailable(ZyncError):
     """The Schema Registry could not be reached or answered with an error."""
+
+
+class RegistryUnreachable(RegistryUnavailable):
+    """The registry did not answer (nothing listening, a timeout) or answered with a
+    server error (5xx): it may answer later. ``where`` names the registry, ``reason``
+    says what happened, in a few words."""
+
+    def __init__(self, message: str, where: str, reason: str) -> None:
+        super().__init__(message)
+        self.where = where
+        self.reason = reason
 
 
 class SchemaRejected(ZyncError):
@@ -113,19 +125,25 @@ class RegistrySchemas:
                     f"{registry_where(self.profile)} refused the schema for {what}: "
                     f"{exc.error_message}"
                 ) from None
-            raise RegistryUnavailable(
+            message = (
                 f"{registry_where(self.profile)} answered {exc.http_status_code} for {what}: "
                 f"{exc.error_message}"
-            ) from None
+            )
+            if isinstance(exc.http_status_code, int) and exc.http_status_code >= 500:
+                reason = f"it answered {exc.http_status_code}: {exc.error_message}"
+                where = registry_where(self.profile)
+                raise RegistryUnreachable(message, where, reason) from None
+            raise RegistryUnavailable(message) from None
         except (OSError, ConnectionError) as exc:
-            raise RegistryUnavailable(
-                f"cannot reach {registry_where(self.profile)}: {exc}. "
-                "Is it running? (`zync dev status`)"
-            ) from None
+            raise self._unreachable(exc) from None
         except Exception as exc:  # httpx transport errors are not OSErrors
             if type(exc).__module__.startswith(("httpx", "httpcore")):
-                raise RegistryUnavailable(
-                    f"cannot reach {registry_where(self.profile)}: {exc}. "
-                    "Is it running? (`zync dev status`)"
-                ) from None
+                raise self._unreachable(exc) from None
             raise
+
+    def _unreachable(self, exc: Exception) -> RegistryUnreachable:
+        reason = str(exc) or type(exc).__name__
+        where = registry_where(self.profile)
+        return RegistryUnreachable(
+            f"cannot reach {where}: {reason}. Is it running? (`zync dev status`)", where, reason
+        )

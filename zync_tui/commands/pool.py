@@ -458,6 +458,13 @@ class _Reporter:
         if self.progress is not None:
             self.progress.stop()
 
+    def note(self, kind: str, text: str) -> None:
+        """An outage of Kafka or the registry began or ended: said even with --quiet."""
+        if kind in ("unreachable", "back"):
+            with self.lock:
+                stamp = time.strftime("%H:%M:%S")
+                _err.print(f"[dim]{stamp}[/] {escape(text)}")
+
     def __call__(self, info: Any) -> None:
         lags = info.topic_lag()
         pool = info.stats.pool(info.pool)
@@ -605,7 +612,7 @@ def from_kafka(
         )
         started = time.monotonic()
         with _Reporter(quiet, progress) as reporter:
-            stats = ingest.run(on_commit=reporter)
+            stats = ingest.run(on_commit=reporter, on_note=reporter.note)
         elapsed = time.monotonic() - started
         if not quiet:
             why = f" (idle for {format_seconds(exit_after)})" if exit_after else ""

@@ -1,0 +1,212 @@
+"""What a delivery does when Kafka cannot be reached or a transaction fails: the one place
+that tells a transient fault (wait, retry, say so in words) from a fatal one.
+
+* Waiting (:meth:`Faults.wait`): the librdkafka calls that may be resumed after a
+  timeout — starting the transactional producer, committing or aborting a transaction —
+  are made in slices of :data:`STEP` seconds. After a slice without an answer a metadata
+  request tells a slow broker (a big transaction being flushed: keep waiting, silently)
+  from one that does not answer: that begins an outage, an ``unreachable`` event
+  ("topic: Kafka at ... unreachable since ..., waiting"); the call's completion ends it,
+  a ``back`` event ("... back after 21s, resuming"). librdkafka keeps the transaction
+  and its messages meanwhile, so nothing is produced twice.
+* A failed transaction (:meth:`Faults.recovery`): an abortable or retriable error is
+  aborted (:data:`ABORT`), then the positions are read back from the topic and only what
+  is missing is produced again. A fatal error (the producer fenced, its epoch bumped)
+  during or right after an outage or a lost connection means the broker gave the
+  transaction up (it outlived ``transaction.timeout.ms``, or the broker restarted): the
+  producer is made again (:data:`RENEW`, which completes the old incarnation's
+  transaction) and the positions are read back. Otherwise it is another to-kafka taking
+  the topic over: :class:`DeliveryFenced`.
+* Reading the positions back (:meth:`Faults.read_positions`) waits for the broker too.
+* ``stop`` while Kafka is out: :class:`StoppedWaiting` — the transaction in flight is not
+  committed; the next start fences the old producer (aborting it) and delivers those
+  records again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+from engine.deliver.errors import DeliveryError, DeliveryFenced
+from engine.deliver.positions import Position, read_positions
+from engine.kafka.outage import BACK, UNREACHABLE, Outage
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Producer
+
+    from engine.deliver.status import StatusBoard
+    from engine.settings.kafka import KafkaProfile
+
+log = logging.getLogger("engine.to_kafka")
+
+#: Seconds a resumable call waits before the broker is asked whether it is there.
+STEP = 5.0
+#: Seconds a metadata request may wait for the broker before it counts as unreachable.
+PROBE_TIMEOUT = 5.0
+#: Seconds between two attempts to read the positions back while Kafka is out.
+READ_AGAIN = 1.0
+#: Attempts to read the positions back from a broker that answers, before giving up.
+READ_ATTEMPTS = 3
+
+#: How a failed transaction is recovered from: abort it, or make the producer again.
+ABORT: Final = "abort"
+RENEW: Final = "renew"
+
+
+class StoppedWaiting(Exception):
+    """``stop`` was set while Kafka was out: the transaction in flight is left."""
+
+
+class Faults:
+    """The faults of one delivery's producer (``transactional_id``, for the words);
+    events go to ``board``."""
+
+    def __init__(
+        self,
+        kafka: KafkaProfile,
+        topic: str,
+        transactional_id: str,
+        board: StatusBoard,
+        stop: threading.Event,
+    ) -> None:
+        self.kafka = kafka
+        self.topic = topic
+        self.transactional_id = transactional_id
+        self.board = board
+        self.stop = stop
+        self.outage = Outage(
+            f"Kafka at {kafka.bootstrap_servers}", self._report, prefix=f"{topic}: "
+        )
+        self._reason: tuple[float, str] | None = None  # the latest connection error, when
+        #: outages and lost connections so far (:meth:`recovery` compares)
+        self.troubles = 0
+
+    def error_cb(self, error: KafkaError) -> None:
+        """The producer's ``error_cb``: remembers why the broker cannot be reached."""
+        from confluent_kafka import KafkaError  # deferred: librdkafka
+
+        log.debug("librdkafka error: %s", error)
+        if error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+            self.troubles += 1
+        if error.code() == KafkaError._TRANSPORT:
+            text = str(error.str())
+            self._reason = (time.monotonic(), text.rsplit("failed: ", 1)[-1])
+
+    def wait(self, producer: Producer, call: Callable[[float], object], what: str) -> None:
+        """Make ``call(timeout)`` (``init_transactions``, ``commit_transaction``,
+        ``abort_transaction``) until it completes, resuming it after each timeout; the
+        outage, if any, ends with it. Other errors are raised (``KafkaException``)."""
+        from confluent_kafka import KafkaError, KafkaException  # deferred: librdkafka
+
+        started = time.monotonic()
+        while True:
+            try:
+                call(STEP)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (
+                    error.code() == KafkaError._TIMED_OUT
+                    and error.retriable()
+                    and not error.txn_requires_abort()
+                ):
+                    raise
+                self.check(producer, what, started)
+                continue
+            self.outage.end()
+            return
+
+    def check(self, producer: Producer, what: str, since: float) -> None:
+        """``what`` has waited since ``since`` (``time.monotonic()``): ask the broker; no
+        answer begins an outage (and, once ``stop`` is set, gives up waiting)."""
+        from confluent_kafka import KafkaException  # deferred: librdkafka
+
+        try:
+            producer.list_topics(self.topic, timeout=PROBE_TIMEOUT)
+            return
+        except KafkaException:
+            self.outage.begin(f"{what}: {self._why(since)}", since)
+        if self.stop.is_set():
+            raise StoppedWaiting(what)
+
+    def recovery(self, error: KafkaError, troubles_before: int) -> str:
+        """How to go on after a transaction failed with ``error`` (:data:`ABORT` or
+        :data:`RENEW`); raises :class:`DeliveryFenced` or :class:`DeliveryError` when
+        there is no going on. ``troubles_before``: :attr:`troubles` when the
+        transaction began (a fatal error after an outage or a lost connection is the
+        broker's doing, not another to-kafka's)."""
+        text = str(error.str())
+        if error.fatal() or "fenc" in text.lower():
+            if not (self.outage.down or self.troubles != troubles_before):
+                raise DeliveryFenced(
+                    f"topic {self.topic!r}: another to-kafka took over the topic "
+                    f"(transactional id {self.transactional_id!r}): {text}"
+                )
+            self._retrying(f"the broker gave the transaction up while out of reach ({text}); "
+                           "starting the producer again")  # fmt: skip
+            return RENEW
+        if not (error.txn_requires_abort() or error.retriable()):
+            raise DeliveryError(f"topic {self.topic!r}: {text}")
+        self._retrying(f"transaction failed ({text}); retrying")
+        return ABORT
+
+    def read_positions(self, partitions: Sequence[int]) -> dict[int, Position | None]:
+        """:func:`~engine.deliver.positions.read_positions`, waiting for the broker: while
+        it is out, a metadata request every :data:`READ_AGAIN` seconds (each waiting up
+        to :data:`PROBE_TIMEOUT`) says when to read again."""
+        from engine.kafka.clients import KafkaUnavailable  # deferred: confluent_kafka
+
+        attempts = 0
+        started = time.monotonic()
+        while True:
+            if self.outage.down and not self._reachable():
+                if self.stop.wait(READ_AGAIN):
+                    raise StoppedWaiting("reading the positions back")
+                continue
+            try:
+                found = read_positions(self.kafka, self.topic, partitions)
+            except (KafkaUnavailable, DeliveryError) as exc:
+                if self._reachable():
+                    attempts += 1
+                    if attempts >= READ_ATTEMPTS:
+                        raise
+                    log.warning(
+                        "%s: reading the positions back failed (%s); again", self.topic, exc
+                    )
+                    continue
+                self.outage.begin(f"reading the positions back: {self._why(started)}", started)
+                continue
+            self.outage.end()
+            return found
+
+    def _reachable(self) -> bool:
+        # deferred: confluent_kafka
+        from engine.kafka.clients import KafkaUnavailable, check_reachable
+
+        try:
+            check_reachable(self.kafka, timeout=PROBE_TIMEOUT)
+        except KafkaUnavailable:
+            return False
+        return True
+
+    def _why(self, since: float) -> str:
+        """Why the broker does not answer: a connection error since ``since``, or none."""
+        if self._reason is not None and self._reason[0] >= since:
+            return self._reason[1]
+        return f"no answer within {PROBE_TIMEOUT:g}s"
+
+    def _retrying(self, text: str) -> None:
+        self.board.set(last_error=text)
+        self.board.emit("retrying", f"{self.topic}: {text}")
+
+    def _report(self, kind: str, text: str) -> None:
+        log.debug("%s", text)  # said through the loop's notes or events
+        if kind == UNREACHABLE:
+            self.troubles += 1
+            self.board.set(last_error=text)
+        elif kind == BACK:
+            self.board.set(last_error=None)
+        self.board.emit(kind, text)
