@@ -11,12 +11,12 @@ produced again.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from engine.deliver.errors import DeliveryError, DeliveryFenced
-from engine.deliver.positions import Headers, read_positions
+from engine.deliver.positions import Headers, Position
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 TXN_TIMEOUT = 60.0
 
+#: Reads the delivered positions back from the topic (judged: only this pool's).
+ReadBack = Callable[[], Mapping[int, "Position | None"]]
+
 
 def transactional_id(topic: str) -> str:
     """Derived from the topic: a restarted delivery fences the previous one."""
@@ -37,12 +40,20 @@ def transactional_id(topic: str) -> str:
 class Transactions:
     """The topic's transactional producer. :meth:`start` fences the previous incarnation;
     :meth:`transact` produces one batch in one transaction (the envelope's ``write``
-    produces its messages, through :meth:`send` or :attr:`produce`)."""
+    produces its messages, through :meth:`send` or :attr:`produce`). ``read_back``
+    reads the positions back after an aborted transaction."""
 
-    def __init__(self, kafka: KafkaProfile, topic: str, board: StatusBoard) -> None:
+    def __init__(
+        self,
+        kafka: KafkaProfile,
+        topic: str,
+        board: StatusBoard,
+        read_back: ReadBack | None = None,
+    ) -> None:
         self.kafka = kafka
         self.topic = topic
         self.board = board
+        self.read_back = read_back
         self._producer: Producer | None = None
 
     @property
@@ -96,7 +107,8 @@ class Transactions:
                 )
                 with suppress(KafkaException):
                     self.producer.abort_transaction(TXN_TIMEOUT)
-                ledger.take(read_positions(self.kafka, self.topic, ledger.partitions))
+                assert self.read_back is not None
+                ledger.take(self.read_back())
                 batch = ledger.unclaimed(batch)
                 continue
             ledger.note(batch)
