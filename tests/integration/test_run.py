@@ -61,7 +61,7 @@ class Scenario:
 
 
 def _rename(text: str, suffix: str) -> str:
-    return re.sub(r"\b(Invoices|InvoiceStatus|NewInvoices)\b", rf"\1_{suffix}", text)
+    return re.sub(r"\b(Invoices|InvoiceStatus|NewInvoices|InvoiceChanges)\b", rf"\1_{suffix}", text)
 
 
 def invoice_scenario(tmp_path: Path) -> Scenario:
