@@ -221,7 +221,15 @@ def ensure_topic(
             if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise KafkaUnavailable(f"cannot create topic {topic!r}: {error.str()}") from None
             created = False
-        return topic_partitions(profile, topic, timeout), created
+        # a topic just created may take a moment to show in the brokers' metadata
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return topic_partitions(profile, topic, timeout), created
+            except TopicNotFound:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 def watermarks(

@@ -120,7 +120,8 @@ def test_a_deleted_then_recreated_key_replays(lake, broker, registry) -> None:
     assert (schema["name"], schema["namespace"]) == ("Envelope", topic.replace("-", "_"))
     fields = {f["name"]: f["type"] for f in schema["fields"]}
     assert list(fields) == ["before", "after", "source", "op", "ts_ms"]
-    assert fields["before"][0] == "null" and fields["before"][1]["name"] == "Value"
+    assert fields["before"][0] == "null"
+    assert fields["before"][1]["name"] == "Value"
     assert fields["after"] == ["null", f"{schema['namespace']}.Value"]
     assert fields["source"]["name"] == "Source"
     assert fields["op"] == "string"

@@ -44,7 +44,8 @@ def test_another_pools_topic_is_refused_until_taken_over(lake, broker, monkeypat
         deliver(other, topic, kafka, **options)
     text = str(raised.value)
     assert "\n" not in text
-    assert first.table.metadata().id in text and second.table.metadata().id in text
+    assert first.table.metadata().id in text
+    assert second.table.metadata().id in text
     assert "--take-over-topic" in text
 
     monkeypatch.setenv("ZYNC_KAFKA_BOOTSTRAP_SERVERS", broker.address)

@@ -124,7 +124,8 @@ def test_materialize_consolidates_each_time_and_closes_it_with_the_whole_count()
     assert list(zip(batch.offsets, batch.steps or [], strict=True))[:2] == [(12, 1), (13, 0)]
     for partition in (0, 1):
         mine = [(o, s) for p, o, s in batch.positions() if p == partition]
-        assert mine == sorted(mine) and len(set(mine)) == len(mine)
+        assert mine == sorted(mine)
+        assert len(set(mine)) == len(mine)
     assert envelope.latest.latest['{"ID":2}'] == '{"ID":2,"name":"e"}'
     assert '{"ID":3}' not in envelope.latest.latest
     assert envelope.time_headers(9)["zync.lower"] == b"8"
@@ -267,8 +268,10 @@ def test_our_positions_pass_and_a_foreign_tail_stops_delivery() -> None:
     with pytest.raises(ForeignTopic) as raised:
         _owner().judge({0: ours, 1: theirs})
     text = str(raised.value)
-    assert "'Old' (table id table-0)" in text and "'Staging' (table id table-1)" in text
-    assert "--take-over-topic" in text and "\n" not in text
+    assert "'Old' (table id table-0)" in text
+    assert "'Staging' (table id table-1)" in text
+    assert "--take-over-topic" in text
+    assert "\n" not in text
     owner = _owner(take_over=True)
     assert owner.judge({0: ours, 1: theirs}) == {0: ours, 1: None}
     assert "taking the topic over" in owner.notes[0]
