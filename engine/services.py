@@ -532,29 +532,11 @@ class ToKafkaService(Service):
         return tuple(d.status() for d in self._deliveries)
 
     def _run(self, stop: threading.Event) -> None:
-        from engine.deliver.loop import deliveries_of
+        from engine.deliver.loop import deliveries_of, run_deliveries
 
         self._deliveries = deliveries_of(self.lake, self.outputs, self.envelope, **self._options)
         self._running()
-        errors: list[BaseException] = []
-
-        def work(delivery: Delivery) -> None:
-            try:
-                delivery.run(stop, self._delivery_event, continuous=True)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                errors.append(exc)
-                stop.set()
-
-        threads = [
-            threading.Thread(target=work, args=(d,), name=f"zync-to-kafka-{d.topic}", daemon=True)
-            for d in self._deliveries
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        run_deliveries(self._deliveries, stop, self._delivery_event, continuous=True)
 
     def _delivery_event(self, event: DeliveryEvent) -> None:
         if event.kind == "delivered":

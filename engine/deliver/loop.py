@@ -122,6 +122,8 @@ class Delivery:
                 topic=topic, pool=pool, envelope=self.envelope.name, format=self.format.value
             )
         )
+        #: set once the run holds the topic's lock, or has ended
+        self.claimed = threading.Event()
         # the state of a run
         self._out: Transactions | None = None
         self._read_version = -1  # staging version read up to (-1: read the snapshot)
@@ -154,6 +156,7 @@ class Delivery:
         board.on_event = on_event
         try:
             with topic_lock(self.kafka, self.topic, f"pool {self.pool_name}"):
+                self.claimed.set()
                 self._run(stop, continuous)
         except Exception as exc:
             text = str(exc) if isinstance(exc, ZyncError) else f"{type(exc).__name__}: {exc}"
@@ -161,6 +164,7 @@ class Delivery:
             board.emit("failed", f"{self.topic}: {text}")
             raise
         finally:
+            self.claimed.set()
             if self._out is not None:
                 self._out.close()
                 self._out = None
@@ -365,6 +369,23 @@ def deliver_outputs(
     (or ``stop``); raises the first failure after stopping the others."""
     stop = stop or threading.Event()
     deliveries = deliveries_of(lake, outputs, envelope, **options)
+    run_deliveries(deliveries, stop, on_event, continuous=continuous)
+    return [d.status() for d in deliveries]
+
+
+def run_deliveries(
+    deliveries: Sequence[Delivery],
+    stop: threading.Event,
+    on_event: Callable[[DeliveryEvent], None] | None = None,
+    *,
+    continuous: bool = False,
+) -> None:
+    """Run each delivery in its own thread until all return (or ``stop``); the first
+    failure stops the others and is raised.
+
+    They start one at a time, by topic name, each once the previous one holds its
+    topic's lock: two processes delivering the same outputs then never split them
+    (each refused one topic and stopping), the second is refused its first topic."""
     errors: list[BaseException] = []
 
     def work(delivery: Delivery) -> None:
@@ -374,15 +395,19 @@ def deliver_outputs(
             errors.append(exc)
             stop.set()
 
-    threads = [
-        threading.Thread(target=work, args=(d,), name=f"to-kafka {d.topic}", daemon=True)
-        for d in deliveries
-    ]
-    for thread in threads:
+    threads = []
+    for delivery in sorted(deliveries, key=lambda d: d.topic):
+        if stop.is_set():
+            break
+        thread = threading.Thread(
+            target=work, args=(delivery,), name=f"zync-to-kafka-{delivery.topic}", daemon=True
+        )
         thread.start()
+        threads.append(thread)
+        while not delivery.claimed.wait(0.2) and thread.is_alive():
+            pass
     for thread in threads:
         while thread.is_alive():
             thread.join(0.2)
     if errors:
         raise errors[0]
-    return [d.status() for d in deliveries]
