@@ -40,7 +40,7 @@ from engine.errors import ZyncError, one_line
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.deliver.loop import Delivery
+    from engine.deliver.loop import Delivery, Output
     from engine.deliver.status import DeliveryEvent, DeliveryStatus
     from engine.etl.config import EtlConfig
     from engine.etl.result import PassResult
@@ -471,19 +471,21 @@ class EtlService(Service):
 
 
 class ToKafkaService(Service):
-    """Continuous delivery of each (pool, topic) output to Kafka, one thread each."""
+    """Continuous delivery of each output to Kafka, one thread each; each in its own
+    envelope unless ``envelope`` names one for all."""
 
     name = "to-kafka"
 
     def __init__(
         self,
-        outputs: Iterable[tuple[str, str]],
+        outputs: Iterable[Output],
         lake: Lake,
         *,
         kafka: KafkaProfile,
         registry: RegistryProfile | None = None,
         format: str = "avro",  # noqa: A002 - the option's name
-        envelope: str = "jdbc",
+        envelope: str | None = None,
+        take_over: bool = False,
         partitions: int = 1,
         replication: int = 1,
         shaper: str | Path | None = None,
@@ -494,11 +496,12 @@ class ToKafkaService(Service):
         super().__init__(on_event=on_event)
         self.outputs = list(outputs)
         self.lake = lake
+        self.envelope = envelope
         self._options: dict[str, Any] = {
             "kafka": kafka,
             "registry": registry,
             "format": format,
-            "envelope": envelope,
+            "take_over": take_over,
             "partitions": partitions,
             "replication": replication,
             "shaper": shaper,
@@ -516,31 +519,11 @@ class ToKafkaService(Service):
         return tuple(d.status() for d in self._deliveries)
 
     def _run(self, stop: threading.Event) -> None:
-        from engine.deliver.loop import Delivery
+        from engine.deliver.loop import deliveries_of, run_deliveries
 
-        self._deliveries = [
-            Delivery(self.lake, pool, topic, **self._options) for pool, topic in self.outputs
-        ]
+        self._deliveries = deliveries_of(self.lake, self.outputs, self.envelope, **self._options)
         self._running()
-        errors: list[BaseException] = []
-
-        def work(delivery: Delivery) -> None:
-            try:
-                delivery.run(stop, self._delivery_event, continuous=True)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                errors.append(exc)
-                stop.set()
-
-        threads = [
-            threading.Thread(target=work, args=(d,), name=f"zync-to-kafka-{d.topic}", daemon=True)
-            for d in self._deliveries
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        run_deliveries(self._deliveries, stop, self._delivery_event, continuous=True)
 
     def _delivery_event(self, event: DeliveryEvent) -> None:
         if event.kind == "delivered":
@@ -561,7 +544,9 @@ class Pipeline:
     ``kafka`` / ``registry``: connection profiles (None: loaded from the zync home and
     environment). ``spark``: a SparkSession or a factory of one (None: the process's
     session). ``format``: the output topics' format (None: avro when a registry is
-    configured, else json). ``on_event`` receives every service's events.
+    configured, else json). ``envelope``: every output's envelope (None: each output's
+    own, from the configuration). ``take_over``: to-kafka takes over output topics
+    last written by another staging pool. ``on_event`` receives every service's events.
     """
 
     def __init__(
@@ -574,13 +559,15 @@ class Pipeline:
         spark: Any = None,
         etl_interval: float = ETL_INTERVAL,
         format: str | None = None,  # noqa: A002 - the option's name
-        envelope: str = "jdbc",
+        envelope: str | None = None,
+        take_over: bool = False,
         partitions: int = 1,
         replication: int = 1,
         ingest_options: IngestOptions | None = None,
         create_pools: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
+        from engine.deliver.loop import config_outputs  # deferred: the codecs (pyarrow)
         from engine.etl.config import load_config
         from engine.settings.errors import NotConfiguredError
         from engine.settings.kafka import load_kafka_profile
@@ -610,12 +597,13 @@ class Pipeline:
             on_commit=lambda _info: self.etl.wake(),
         )
         self.to_kafka = ToKafkaService(
-            [(o.pool, o.topic) for o in self.config.outputs],
+            config_outputs(self.config),
             lake,
             kafka=self.kafka,
             registry=registry,
             format=chosen,
             envelope=envelope,
+            take_over=take_over,
             partitions=partitions,
             replication=replication,
         )

@@ -8,7 +8,9 @@ commits arrive; :func:`~engine.deliver.loop.deliver_outputs` runs one per output
 Exactly once, across kill -9 at any moment (docs/design.md#exactly-once-to-kafka):
 
 * records carry their position in headers, and on start the position is read back from
-  the topic's tail (:mod:`~engine.deliver.positions`);
+  the topic's tail (:mod:`~engine.deliver.positions`); the headers name the staging pool,
+  so a tail written by another pool stops delivery unless the topic is taken over
+  (:mod:`~engine.deliver.ownership`);
 * each record's partition is a pure function of its key, so every record is skipped or
   produced by comparing its position with its partition's (:mod:`~engine.deliver.ledger`);
 * records are produced in Kafka transactions by a producer whose transactional id is
@@ -19,16 +21,18 @@ Exactly once, across kill -9 at any moment (docs/design.md#exactly-once-to-kafka
 Reading (:mod:`~engine.deliver.read`): the first pass reads the snapshot's files in
 commit order, later passes only the versions committed since, through the Delta log's
 change data feed. Envelopes (:mod:`~engine.deliver.envelopes`, one module each) make
-the messages: ``jdbc`` (default) and ``differential``. Formats
+the messages: ``jdbc`` (default), ``debezium``, ``differential`` and ``materialize``
+(:class:`~engine.deliver.loop.Output` names one per output). Formats
 (:mod:`~engine.deliver.encode`): ``avro`` (Confluent wire format, schemas in the
 registry), ``connect-json`` (``{schema, payload}``, schemas from the same Spark types)
 and ``json`` (the JSON text). A shaper (:mod:`~engine.deliver.shaper`) may reshape each
 record with Spark SQL first.
 
 The modules, each owning one concept: ``loop`` (the Delivery), ``status`` (events and
-the status snapshot), ``errors``, ``lock``, ``positions``, ``ledger``, ``read``,
-``rows``, ``shaper``, ``record_types``, ``encode`` (with ``avro_bodies`` and
-``json_convert``), ``envelopes/`` (``base``, ``jdbc``, ``differential``), ``stream``
-(reading and encoding ahead of producing), ``produce`` and ``faults`` (what is waited for
-— an unreachable broker, a transaction the broker gave up — and what stops a delivery).
+the status snapshot), ``errors``, ``lock``, ``positions``, ``ownership``, ``ledger``,
+``read``, ``rows``, ``shaper``, ``record_types``, ``encode`` (with ``avro_bodies`` and
+``json_convert``), ``envelopes/`` (``base``, ``images``, ``jdbc``, ``debezium``,
+``differential``, ``materialize``), ``stream`` (reading and encoding ahead of
+producing), ``produce`` and ``faults`` (what is waited for — an unreachable broker, a
+transaction the broker gave up — and what stops a delivery).
 """

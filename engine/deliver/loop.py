@@ -1,22 +1,27 @@
 """The delivery loop: :class:`Delivery` delivers one topic of a staging pool to Kafka,
-exactly once, composing the lock, the positions read back, the staging reader, the
-envelope and the transactional producer (with its waits for an unreachable broker,
-:mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several."""
+exactly once, composing the lock, the positions read back (judged by
+:mod:`~engine.deliver.ownership`), the staging reader, the envelope and the
+transactional producer (with its waits for an unreachable broker,
+:mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several (:class:`Output`
+each)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.deliver.envelopes import envelope_named
+from engine.deliver.envelopes import DEFAULT, envelope_named
 from engine.deliver.envelopes.base import Envelope, Parts
 from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import StoppedWaiting
 from engine.deliver.ledger import Ledger
 from engine.deliver.lock import topic_lock
+from engine.deliver.ownership import Ownership
+from engine.deliver.positions import PoolIdentity, Position
 from engine.deliver.produce import Transactions, transactional_id
 from engine.deliver.read import StagingReader
 from engine.deliver.record_types import RecordTypes
@@ -29,6 +34,7 @@ from engine.kafka.codecs.formats import Format
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from engine.etl.config import EtlConfig
     from engine.lake.pools import Lake, Pool
     from engine.settings.kafka import KafkaProfile
     from engine.settings.registry import RegistryProfile
@@ -39,6 +45,23 @@ BATCH_RECORDS = 100_000
 POLL_INTERVAL = 0.2
 
 
+@dataclass(frozen=True)
+class Output:
+    """One output to deliver: the staged records of ``staged`` (default: ``topic``) in
+    ``pool``, to the Kafka topic ``topic``, in ``envelope`` (None: the default, or the
+    envelope the caller gives every output)."""
+
+    pool: str
+    topic: str
+    envelope: str | None = None
+    staged: str | None = None
+
+
+def config_outputs(config: EtlConfig) -> list[Output]:
+    """The outputs an ETL configuration delivers, each in its configured envelope."""
+    return [Output(o.pool, o.topic, o.envelope, o.from_) for o in config.outputs]
+
+
 class Delivery:
     """Delivers one topic of a staging pool to Kafka, exactly once.
 
@@ -46,6 +69,10 @@ class Delivery:
     polling the pool's Delta log (every ``poll_interval`` seconds) until ``stop`` is
     set, then finishes the transaction in flight and returns. ``status()`` may be
     called from any thread.
+
+    ``staged``: the staging topic whose records go to ``topic`` (default: ``topic``).
+    ``take_over``: deliver even when the topic's tail was written by another staging
+    pool (:mod:`engine.deliver.ownership`).
     """
 
     def __init__(
@@ -57,7 +84,9 @@ class Delivery:
         kafka: KafkaProfile,
         registry: RegistryProfile | None = None,
         format: Format | str = Format.AVRO,  # noqa: A002 - the option's name
-        envelope: str = "jdbc",
+        envelope: str = DEFAULT,
+        staged: str | None = None,
+        take_over: bool = False,
         shaper: str | Path | None = None,
         partitions: int = 1,
         replication: int = 1,
@@ -69,11 +98,14 @@ class Delivery:
         self.lake = lake
         self.pool_name = pool
         self.topic = topic
+        self.staged = staged or topic
+        self.take_over = take_over
         self.kafka = kafka
         self.registry = registry
         try:
             self.format = Format.parse(format) if isinstance(format, str) else format
             self.envelope: type[Envelope] = envelope_named(envelope)
+            self.envelope.check_format(self.format)
         except ValueError as exc:
             raise DeliveryError(str(exc)) from None
         self.shaper_sql = load_shaper(shaper)
@@ -93,15 +125,15 @@ class Delivery:
                 topic=topic, pool=pool, envelope=self.envelope.name, format=self.format.value
             )
         )
+        #: set once the run holds the topic's lock, or has ended
+        self.claimed = threading.Event()
         # the state of a run
         self._out: Transactions | None = None
         self._read_version = -1  # staging version read up to (-1: read the snapshot)
 
     def __repr__(self) -> str:
-        return (
-            f"Delivery({self.pool_name!r} -> {self.topic!r}, {self.envelope.name}, "
-            f"{self.format.value})"
-        )
+        source = self.pool_name if self.staged == self.topic else f"{self.pool_name}:{self.staged}"
+        return f"Delivery({source!r} -> {self.topic!r}, {self.envelope.name}, {self.format.value})"
 
     @property
     def transactional_id(self) -> str:
@@ -127,6 +159,7 @@ class Delivery:
         board.on_event = on_event
         try:
             with topic_lock(self.kafka, self.topic, f"pool {self.pool_name}"):
+                self.claimed.set()
                 self._run(stop, continuous)
         except StoppedWaiting as exc:
             board.set(state="stopped")
@@ -142,6 +175,7 @@ class Delivery:
             board.emit("failed", f"{self.topic}: {text}")
             raise
         finally:
+            self.claimed.set()
             if self._out is not None:
                 self._out.close()
                 self._out = None
@@ -155,8 +189,12 @@ class Delivery:
         pool = self._open_pool(stop, continuous)
         if pool is None:
             return
-        envelope = self._compose(pool, self._open_kafka(stop))
-        self._recover(envelope)
+        partitions = self._open_kafka(stop)
+        envelope = self._compose(pool, partitions)
+        read_back = self._read_back(envelope)
+        assert self._out is not None
+        self._out.read_back = read_back
+        self._recover(envelope, read_back())
         board = self._board
         while not stop.is_set():
             version = pool.refresh()
@@ -211,36 +249,57 @@ class Delivery:
         self._board.set(partitions=len(partitions))
         self._out = Transactions(self.kafka, self.topic, self._board, stop)
         self._out.start()
+        source = "" if self.staged == self.topic else f"topic {self.staged!r} of "
         self._board.emit(
             "started",
             f"{self.topic}: topic {'created' if created else 'found'} with {len(partitions)} "
-            f"partition(s); delivering pool {self.pool_name!r} "
+            f"partition(s); delivering {source}pool {self.pool_name!r} "
             f"({self.envelope.name} envelope, {self.format.value})",
         )
         return partitions
 
     def _compose(self, pool: Pool, partitions: list[int]) -> Envelope:
         """The envelope of this run, with the parts it works with."""
-        reader = StagingReader(pool, self.topic, batch_records=self.batch_records)
+        reader = StagingReader(pool, self.staged, batch_records=self.batch_records)
         shaper = Shaper(self.shaper_sql, reader, self._spark_factory)
         parts = Parts(
             topic=self.topic,
+            identity=PoolIdentity(str(pool.table.metadata().id), pool.name),
             format=self.format,
             batch_records=self.batch_records,
             registry=self.registry,
             ledger=Ledger(partitions, counts_after=self.envelope.counts_after),
             reader=reader,
             shaper=shaper,
-            types=RecordTypes(pool, self.topic, self.format, shaper),
+            types=RecordTypes(pool, self.staged, self.format, shaper),
             board=self._board,
         )
         return self.envelope(parts)
 
-    def _recover(self, envelope: Envelope) -> None:
-        """Read the last delivered positions back from the topic."""
+    def _read_back(self, envelope: Envelope) -> Callable[[], Mapping[int, Position | None]]:
+        """Reads the positions back from the topic, judged: only this pool's count."""
+        parts = envelope.parts
+        owner = Ownership(
+            parts.identity,
+            self.topic,
+            take_over=self.take_over,
+            staged_last=parts.reader.last_offset,
+        )
+
+        def read_back() -> dict[int, Position | None]:
+            assert self._out is not None
+            # waits while the broker is unreachable (engine.deliver.faults)
+            judged = owner.judge(self._out.faults.read_positions(parts.ledger.partitions))
+            for note in owner.notes:
+                self._board.emit("owner", note)
+            owner.notes.clear()
+            return judged
+
+        return read_back
+
+    def _recover(self, envelope: Envelope, found: Mapping[int, Position | None]) -> None:
+        """Start from the last delivered positions, read back from the topic."""
         ledger = envelope.parts.ledger
-        assert self._out is not None
-        found = self._out.faults.read_positions(ledger.partitions)
         ledger.take(found)
         envelope.resume(found)
         self._read_version = -1
@@ -291,19 +350,55 @@ class Delivery:
         )
 
 
+def deliveries_of(
+    lake: Lake, outputs: Sequence[Output], envelope: str | None = None, **options: Any
+) -> list[Delivery]:
+    """One :class:`Delivery` per output, in the output's envelope unless ``envelope`` is
+    given (then every output's)."""
+    return [
+        Delivery(
+            lake,
+            o.pool,
+            o.topic,
+            envelope=envelope or o.envelope or DEFAULT,
+            staged=o.staged,
+            **options,
+        )
+        for o in outputs
+    ]
+
+
 def deliver_outputs(
     lake: Lake,
-    outputs: Sequence[tuple[str, str]],
+    outputs: Sequence[Output],
     *,
     stop: threading.Event | None = None,
     on_event: Callable[[DeliveryEvent], None] | None = None,
     continuous: bool = False,
+    envelope: str | None = None,
     **options: Any,
 ) -> list[DeliveryStatus]:
-    """Run one :class:`Delivery` per (pool, topic), each in its own thread, until all
-    return (or ``stop``); raises the first failure after stopping the others."""
+    """Run one :class:`Delivery` per output, each in its own thread, until all return
+    (or ``stop``); raises the first failure after stopping the others."""
     stop = stop or threading.Event()
-    deliveries = [Delivery(lake, pool, topic, **options) for pool, topic in outputs]
+    deliveries = deliveries_of(lake, outputs, envelope, **options)
+    run_deliveries(deliveries, stop, on_event, continuous=continuous)
+    return [d.status() for d in deliveries]
+
+
+def run_deliveries(
+    deliveries: Sequence[Delivery],
+    stop: threading.Event,
+    on_event: Callable[[DeliveryEvent], None] | None = None,
+    *,
+    continuous: bool = False,
+) -> None:
+    """Run each delivery in its own thread until all return (or ``stop``); the first
+    failure stops the others and is raised.
+
+    They start one at a time, by topic name, each once the previous one holds its
+    topic's lock: two processes delivering the same outputs then never split them
+    (each refused one topic and stopping), the second is refused its first topic."""
     errors: list[BaseException] = []
 
     def work(delivery: Delivery) -> None:
@@ -313,15 +408,19 @@ def deliver_outputs(
             errors.append(exc)
             stop.set()
 
-    threads = [
-        threading.Thread(target=work, args=(d,), name=f"to-kafka {d.topic}", daemon=True)
-        for d in deliveries
-    ]
-    for thread in threads:
+    threads = []
+    for delivery in sorted(deliveries, key=lambda d: d.topic):
+        if stop.is_set():
+            break
+        thread = threading.Thread(
+            target=work, args=(delivery,), name=f"zync-to-kafka-{delivery.topic}", daemon=True
+        )
         thread.start()
+        threads.append(thread)
+        while not delivery.claimed.wait(0.2) and thread.is_alive():
+            pass
     for thread in threads:
         while thread.is_alive():
             thread.join(0.2)
     if errors:
         raise errors[0]
-    return [d.status() for d in deliveries]

@@ -2,11 +2,16 @@
 reading the last delivered position back from the topic's tail.
 
 Records carry their position in headers: ``zync.offset`` (the pool offset, decimal
-ASCII) and, for the differential envelope, ``zync.step`` and ``zync.time``. The last
-message of each transaction in each partition also carries ``zync.last``. A jdbc
-transaction of more than :data:`ANCHOR_EVERY` messages in a partition puts them only on
-its *anchors* (the first, the last and every :data:`ANCHOR_EVERY`-th message): the
-messages between two anchors are the next records of that partition, one by one.
+ASCII), ``zync.step`` for envelopes that make several messages of a record, and
+``zync.time`` (with ``zync.lower`` for ``materialize``) for those that go by staging
+commit. Positioned messages also name the staging pool they come from
+(:class:`PoolIdentity`: ``zync.pool.id``, the Delta table id, and ``zync.pool``, its
+name), so that a tail written by another pool is noticed
+(:mod:`~engine.deliver.ownership`). The last message of each jdbc transaction in each
+partition also carries ``zync.last``. A jdbc transaction of more than
+:data:`ANCHOR_EVERY` messages in a partition puts them only on its *anchors* (the first,
+the last and every :data:`ANCHOR_EVERY`-th message): the messages between two anchors
+are the next records of that partition, one by one.
 
 On start the position is read back **from the topic itself** (:func:`read_positions`):
 the tail of each partition is consumed (read_committed) up to its end; the last record
@@ -33,6 +38,9 @@ HEADER_OFFSET = "zync.offset"
 HEADER_STEP = "zync.step"
 HEADER_TIME = "zync.time"
 HEADER_LAST = "zync.last"
+HEADER_LOWER = "zync.lower"
+HEADER_POOL_ID = "zync.pool.id"
+HEADER_POOL = "zync.pool"
 
 #: jdbc: in a transaction with more messages than this in a partition, only every
 #: this many (and the first and the last) carry the position headers; in a smaller one,
@@ -47,12 +55,28 @@ Headers = dict[str, str | bytes | None]
 HeadersRead = Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None]
 
 
+@dataclass(frozen=True)
+class PoolIdentity:
+    """The staging pool a delivery reads: its Delta table id (stable while the table
+    lives; a recreated pool gets a new one) and its name."""
+
+    id: str
+    name: str
+
+    def headers(self) -> Headers:
+        return {HEADER_POOL_ID: self.id.encode(), HEADER_POOL: self.name.encode()}
+
+
 @dataclass(frozen=True, order=True)
 class Position:
     """Where a record sits in the delivery order: pool offset, then step.
 
-    ``step`` is 0 for jdbc records; for the differential envelope 0 (retraction),
-    1 (insertion) or 2 (progress). ``time`` is the differential time (Delta version).
+    ``step`` is 0 for jdbc records; differential and materialize: 0 (retraction),
+    1 (insertion) or 2 (progress); debezium: 0 (the change event), 1 (the tombstone
+    after a delete). ``time`` is the staging commit (Delta version) of time-based
+    envelopes, ``lower`` the lower bound of that time's materialize progress statement.
+    ``pool_id``/``pool_name`` name the staging pool that wrote it (None: a message of a
+    zync older than these headers); ``timestamp`` is the message's Kafka timestamp (ms).
     """
 
     offset: int
@@ -62,6 +86,10 @@ class Position:
     last: bool = field(default=False, compare=False)
     #: messages after this one in the partition (read back: they carry no header)
     after: int = field(default=0, compare=False)
+    lower: int | None = field(default=None, compare=False)
+    pool_id: str | None = field(default=None, compare=False)
+    pool_name: str | None = field(default=None, compare=False)
+    timestamp: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_headers(cls, headers: HeadersRead | None) -> Position | None:
@@ -76,23 +104,38 @@ class Position:
             offset = int(raw)
             step = int(values.get(HEADER_STEP, b"0"))
             stamp = values.get(HEADER_TIME)
-            return cls(offset, step, None if stamp is None else int(stamp), HEADER_LAST in values)
+            lower = values.get(HEADER_LOWER)
+            return cls(
+                offset,
+                step,
+                None if stamp is None else int(stamp),
+                HEADER_LAST in values,
+                lower=None if lower is None else int(lower),
+                pool_id=_text(values.get(HEADER_POOL_ID)),
+                pool_name=_text(values.get(HEADER_POOL)),
+            )
         except ValueError:
             return None
 
-    def headers(self) -> list[tuple[str, bytes]]:
-        out = [(HEADER_OFFSET, b"%d" % self.offset)]
-        if self.time is not None:
-            out.append((HEADER_STEP, b"%d" % self.step))
-            out.append((HEADER_TIME, b"%d" % self.time))
-        return out
+    @property
+    def writer(self) -> str:
+        """The pool that wrote it, for messages."""
+        if self.pool_id is None:
+            return "a zync that did not name its pool"
+        return f"staging pool {self.pool_name!r} (table id {self.pool_id})"
 
 
-def anchor_headers(offset: int, last: bool) -> Headers:
-    """The position headers of a jdbc anchor message."""
+def _text(raw: str | bytes | None) -> str | None:
+    if raw is None:
+        return None
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+def anchor_headers(offset: int, last: bool, identity: Headers) -> Headers:
+    """The position headers of a jdbc anchor message (``identity``: the pool's)."""
     if last:
-        return {HEADER_OFFSET: b"%d" % offset, HEADER_LAST: b"1"}
-    return {HEADER_OFFSET: b"%d" % offset}
+        return {HEADER_OFFSET: b"%d" % offset, HEADER_LAST: b"1", **identity}
+    return {HEADER_OFFSET: b"%d" % offset, **identity}
 
 
 def read_positions(
@@ -112,7 +155,7 @@ def read_positions(
     of the partition.
     """
     # deferred: confluent_kafka (librdkafka)
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
 
     from engine.kafka.clients import consumer, watermarks
 
@@ -163,6 +206,9 @@ def read_positions(
                     assert part is not None  # a record always comes from a partition
                     position = Position.from_headers(message.headers())
                     if position is not None:
+                        kind, stamp = message.timestamp()
+                        if kind != TIMESTAMP_NOT_AVAILABLE:
+                            position = replace(position, timestamp=stamp)
                         best[part] = position
                         after[part] = 0
                     elif best.get(part) is not None:

@@ -16,12 +16,13 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import RENEW, STEP, Faults
+from engine.deliver.positions import Position
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -38,6 +39,9 @@ TXN_TIMEOUT = 60.0
 #: Failed transactions in a row (outages aside) before the delivery gives up.
 MAX_FAILURES = 5
 
+#: Reads the delivered positions back from the topic (judged: only this pool's).
+ReadBack = Callable[[], Mapping[int, "Position | None"]]
+
 
 def transactional_id(topic: str) -> str:
     """Derived from the topic: a restarted delivery fences the previous one."""
@@ -48,7 +52,8 @@ class Transactions:
     """The topic's transactional producer. :meth:`start` fences the previous incarnation;
     :meth:`transact` produces one batch in one transaction (the envelope's ``write``
     produces its messages, through :meth:`send` or :attr:`producer`). ``stop`` ends the
-    waits for an unreachable broker."""
+    waits for an unreachable broker; ``read_back`` reads the positions back (waiting for
+    the broker, judged by :mod:`~engine.deliver.ownership`) after a failed transaction."""
 
     def __init__(
         self,
@@ -56,6 +61,7 @@ class Transactions:
         topic: str,
         board: StatusBoard,
         stop: threading.Event | None = None,
+        read_back: ReadBack | None = None,
     ) -> None:
         self.kafka = kafka
         self.topic = topic
@@ -63,6 +69,7 @@ class Transactions:
         self.faults = Faults(
             kafka, topic, transactional_id(topic), board, stop or threading.Event()
         )
+        self.read_back = read_back
         self._producer: Producer | None = None
 
     @property
@@ -119,7 +126,8 @@ class Transactions:
                         f"topic {self.topic!r}: gave up after {MAX_FAILURES} failed transactions"
                     ) from None
                 self._recover(how)
-                ledger.take(faults.read_positions(ledger.partitions))
+                assert self.read_back is not None
+                ledger.take(self.read_back())
                 batch = ledger.unclaimed(batch)
                 continue
             ledger.note(batch)

@@ -131,6 +131,16 @@ class StagingReader:
             filter=condition,
         )
 
+    def last_offset(self) -> int | None:
+        """The largest pool offset of the topic's records in the loaded snapshot (None:
+        none); reads the offset column only."""
+        table = self.pool.table.to_pyarrow_dataset().to_table(
+            columns={"offset": pc.field("kafka", "offset")}, filter=self.record_condition()
+        )
+        if not table.num_rows:
+            return None
+        return int(pc.max(table.column("offset")).as_py())
+
     def changes(self, first: int, last: int) -> pa.Table:
         """Records of the topic added by versions ``first..last``, with their version
         (column ``time``), from the Delta log's change data feed.

@@ -116,7 +116,7 @@ class Shaper:
         # deferred: pyspark, and the ETL package behind json_text
         from pyspark.sql import functions as F
 
-        from engine.etl.rules import json_text
+        from engine.etl.envelopes import json_text
 
         low = pc.min(table.column("offset")).as_py()
         high = pc.max(table.column("offset")).as_py()

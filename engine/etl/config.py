@@ -11,6 +11,7 @@ matches is marked processed with no output (docs/design.md#etl-configuration)::
       - {topic: InvoiceStatus, pool: Raw}
     outputs:                        # `output:` (a single mapping) is accepted too
       - {topic: NewInvoices, pool: Staging}
+      - {topic: InvoiceChanges, pool: Staging, from: NewInvoices, envelope: debezium}
     transforms:
       - type: denorm
         name: new-invoice           # optional; markers name the rule by it
@@ -52,6 +53,11 @@ Rule types and their keys:
     of ``T`` — across topics and partitions. The BEGIN/END events are consumed with the
     bundle; ``records`` holds the change events only. Do not let ``where`` filter a
     transaction's change events out, or its counts can never be met (it expires).
+
+An output may name the ``envelope`` to-kafka delivers it in (``jdbc``, the default,
+``differential``, ``materialize`` or ``debezium``; ``--envelope`` overrides it). An output
+with ``from: T`` is delivered only: to-kafka sends the records the rules stage for the
+output ``T`` to this topic too (say, in another envelope); rules cannot write to it.
 
 Every rule's ``sql`` is a SELECT without FROM, evaluated per match over a view whose
 columns are structs named ``left``/``right`` (denorm), ``in`` (stateless) or ``bundle``
@@ -119,6 +125,37 @@ class Endpoint(_Strict):
         if not value.strip():
             raise ValueError("must not be empty")
         return value
+
+
+class Output(Endpoint):
+    """An output: a topic in the staging pool, delivered by to-kafka in ``envelope``
+    (None: the default). With ``from``, the topic is delivery only: it carries the
+    records staged for the output ``from``."""
+
+    envelope: str | None = None
+    from_: str | None = Field(default=None, alias="from")
+
+    @field_validator("envelope")
+    @classmethod
+    def _envelope(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        # deferred: the envelopes import the codecs (pyarrow, fastavro)
+        from engine.deliver.envelopes import envelope_named
+
+        return envelope_named(value).name
+
+    @field_validator("from_")
+    @classmethod
+    def _from(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @property
+    def staged(self) -> str:
+        """The staging topic whose records this output carries."""
+        return self.from_ or self.topic
 
 
 class _Rule(_Strict):
@@ -270,7 +307,7 @@ class EtlConfig(_Strict):
 
     name: str
     inputs: list[Endpoint] = Field(min_length=1)
-    outputs: list[Endpoint] = Field(min_length=1)
+    outputs: list[Output] = Field(min_length=1)
     transforms: list[Rule] = Field(min_length=1)
     #: The file this configuration came from (for messages), when loaded from one.
     source: str = Field(default="<config>", exclude=True)
@@ -307,7 +344,15 @@ class EtlConfig(_Strict):
 
     @property
     def output_topics(self) -> list[str]:
-        return [o.topic for o in self.outputs]
+        """The topics rules write to (outputs with ``from`` are delivered only)."""
+        return [o.topic for o in self.outputs if o.from_ is None]
+
+    def envelope_of(self, topic: str) -> str | None:
+        """The envelope output ``topic`` is delivered in (None: the default)."""
+        for output in self.outputs:
+            if output.topic == topic:
+                return output.envelope
+        raise KeyError(topic)
 
     def pool_of(self, topic: str) -> str:
         for endpoint in self.inputs:
@@ -384,8 +429,18 @@ def _check_references(config: EtlConfig, node: yaml.Node | None) -> None:
             f"{source}{_at(line)}: all outputs must go to one staging pool, "
             f"they name {', '.join(repr(p) for p in pools)}"
         )
-    if len(set(outputs)) != len(outputs):
+    every = [o.topic for o in config.outputs]
+    if len(set(every)) != len(every):
         raise EtlConfigError(f"{source}: an output topic is listed twice")
+    delivered_only = {o.topic: o.from_ for o in config.outputs if o.from_ is not None}
+    for index, output in enumerate(config.outputs):
+        if output.from_ is not None and output.from_ not in outputs:
+            line = _line(node, ("outputs", index, "from")) or _line(node, ("output", "from"))
+            raise EtlConfigError(
+                f"{source}{_at(line)}: output {output.topic!r}: `from` names topic "
+                f"{output.from_!r}, which is not an output the rules write"
+                f"{_suggest(output.from_, outputs)} (outputs: {', '.join(outputs)})"
+            )
     names: set[str] = set()
     for index, rule in enumerate(config.transforms):
         where = f"{source}{_at(_line(node, ('transforms', index)))}: {config.describe_rule(index)}"
@@ -397,6 +452,13 @@ def _check_references(config: EtlConfig, node: yaml.Node | None) -> None:
                     f"topic {topic!r}, which is not an input"
                     f"{_suggest(topic, inputs)} (inputs: {', '.join(inputs)})"
                 )
+        if rule.out in delivered_only:
+            line = _line(node, ("transforms", index, "out"))
+            raise EtlConfigError(
+                f"{source}{_at(line)}: {config.describe_rule(index)}: `out` names topic "
+                f"{rule.out!r}, which is delivered from {delivered_only[rule.out]!r}: "
+                f"write to {delivered_only[rule.out]!r}"
+            )
         if rule.out not in outputs:
             line = _line(node, ("transforms", index, "out"))
             raise EtlConfigError(
@@ -487,6 +549,8 @@ def _message(error: Any, field: str, loc: tuple[Any, ...]) -> str:
         return f"{where} is missing"
     if kind == "extra_forbidden":
         key = loc[-1] if loc else field
+        if key in _OUTPUT_KEYS and loc[:1] == ("inputs",):
+            return f"`{key}` is a key of outputs, not of inputs"
         return f"unknown key `{key}`{_suggest(str(key), _KEYS)}"
     if kind == "union_tag_invalid":
         tag = error.get("ctx", {}).get("tag")
@@ -502,8 +566,9 @@ def _message(error: Any, field: str, loc: tuple[Any, ...]) -> str:
     return f"{where}: {text}{shown}" if field else f"{text}{shown}"
 
 
+_OUTPUT_KEYS = ("envelope", "from")
 _KEYS = [
     "name", "inputs", "outputs", "output", "transforms", "topic", "pool", "type", "where",
     "left", "right", "join-on", "out", "expire-after", "sql", "in", "txn-id",
-    "complete-when", "transaction-topic",
+    "complete-when", "transaction-topic", "envelope", "from",
 ]

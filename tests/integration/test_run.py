@@ -61,7 +61,7 @@ class Scenario:
 
 
 def _rename(text: str, suffix: str) -> str:
-    return re.sub(r"\b(Invoices|InvoiceStatus|NewInvoices)\b", rf"\1_{suffix}", text)
+    return re.sub(r"\b(Invoices|InvoiceStatus|NewInvoices|InvoiceChanges)\b", rf"\1_{suffix}", text)
 
 
 def invoice_scenario(tmp_path: Path) -> Scenario:
@@ -205,6 +205,19 @@ def test_zync_run_invoice_scenario_end_to_end(tmp_path, broker, registry) -> Non
         publish_in_file_order(demo, lake_root, batches=1)
         got = read_topic(kafka, scenario.output, registry=reg, expect=9, timeout=240)
         assert (got[8].key, got[8].value) == ({"ID": 102}, None)
+
+        # the configuration's second output: the same records as Debezium change events
+        changes = read_topic(
+            kafka, scenario.topic("InvoiceChanges"), registry=reg, expect=10, timeout=240
+        )
+        assert [r.value["op"] if r.value else None for r in changes] == [
+            *["c"] * 4, *["u"] * 4, "d", None
+        ]
+        assert [r.key for r in changes] == [key for key, _ in EXPECTED] + [{"ID": 102}] * 2
+        assert [plain(r.value["after"]) for r in changes[:8]] == [v for _, v in EXPECTED]
+        assert plain(changes[4].value["before"]) == EXPECTED[1][1]  # Alice's invoice
+        assert plain(changes[8].value["before"]) == EXPECTED[6][1]  # Charlie's, deleted
+        assert {r.value["source"]["name"] for r in changes[:9]} == {"Staging"}
     finally:
         run.send_signal(signal.SIGTERM)
         try:
@@ -218,6 +231,7 @@ def test_zync_run_invoice_scenario_end_to_end(tmp_path, broker, registry) -> Non
     for service in ("from-kafka", "etl", "to-kafka"):
         assert re.search(rf"{service}\s+stopped", output), output
     assert re.search(r"to-kafka\s+.*delivered pool offsets 0\.\.", output), output
+    assert re.search(r"InvoiceChanges_\w+: .*delivering topic 'NewInvoices_\w+' of pool 'Staging' \(debezium envelope", output), output
 
     consume = subprocess.run(
         [

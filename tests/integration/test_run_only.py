@@ -51,7 +51,10 @@ def _needs_only() -> None:
 
 
 def _config(tmp_path: Path, suffix: str) -> tuple[Path, dict[str, str]]:
-    names = {name: f"{name}_{suffix}" for name in ("Invoices", "InvoiceStatus", "NewInvoices")}
+    names = {
+        name: f"{name}_{suffix}"
+        for name in ("Invoices", "InvoiceStatus", "NewInvoices", "InvoiceChanges")
+    }
     text = (DEMO / "etl.yaml").read_text()
     for name, renamed in names.items():
         text = re.sub(rf"\b{name}\b", renamed, text)

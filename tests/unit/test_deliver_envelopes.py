@@ -22,3 +22,11 @@ def test_an_unknown_envelope_names_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown envelope 'cdc': use jdbc\b.* or ") as raised:
         envelope_named("cdc")
     assert "differential" in str(raised.value)
+
+
+def test_the_cli_offers_every_envelope() -> None:
+    """`--envelope` lists its choices without importing the envelopes (heavy): the list
+    is written out, and must name every envelope module."""
+    from zync_tui.commands.deliver import EnvelopeChoice
+
+    assert [e.value for e in EnvelopeChoice] == list(envelope_classes())

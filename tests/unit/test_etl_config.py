@@ -66,6 +66,41 @@ def test_the_demo_configuration_loads() -> None:
         "new-invoice", "status-update", "invoice-update", "invoice-delete"
     ]
     assert config.source == str(DEMO)
+    # one extra output: NewInvoices' records as Debezium change events (delivered only)
+    assert [(o.topic, o.envelope, o.staged) for o in config.outputs] == [
+        ("NewInvoices", None, "NewInvoices"),
+        ("InvoiceChanges", "debezium", "NewInvoices"),
+    ]
+    assert config.output_topics == ["NewInvoices"]
+    assert config.envelope_of("InvoiceChanges") == "debezium"
+
+
+def test_outputs_name_their_envelope_and_may_carry_another_outputs_records() -> None:
+    text = BASE.replace(
+        "  - {topic: NewInvoices, pool: Staging}\n",
+        "  - {topic: NewInvoices, pool: Staging, envelope: Materialize}\n"
+        "  - {topic: Changes, pool: Staging, from: NewInvoices, envelope: debezium}\n",
+    ) + DENORM
+    config = parse_config(text)
+    assert [(o.topic, o.envelope, o.from_) for o in config.outputs] == [
+        ("NewInvoices", "materialize", None),
+        ("Changes", "debezium", "NewInvoices"),
+    ]
+    unknown = _error(text.replace("envelope: debezium", "envelope: cdc"))
+    assert unknown == (
+        "etl.yaml: line 7: `outputs.1.envelope`: unknown envelope 'cdc': "
+        "use jdbc, debezium, differential or materialize"
+    )
+    assert _error(text.replace("from: NewInvoices", "from: NewInvoice")) == (
+        "etl.yaml: line 7: output 'Changes': `from` names topic 'NewInvoice', which is not "
+        "an output the rules write (did you mean 'NewInvoices'?) (outputs: NewInvoices)"
+    )
+    assert _error(text.replace("out: NewInvoices", "out: Changes")).endswith(
+        "`out` names topic 'Changes', which is delivered from 'NewInvoices': write to 'NewInvoices'"
+    )
+    assert _error(text.replace("{topic: Invoices, pool: Raw}", "{topic: Invoices, pool: Raw, envelope: jdbc}")) == (
+        "etl.yaml: line 3: `envelope` is a key of outputs, not of inputs"
+    )
 
 
 def test_a_single_output_mapping_and_unnamed_rules() -> None:

@@ -37,7 +37,29 @@ class OutputFormat(enum.StrEnum):
 
 class EnvelopeChoice(enum.StrEnum):
     jdbc = "jdbc"
+    debezium = "debezium"
     differential = "differential"
+    materialize = "materialize"
+
+
+ENVELOPE_HELP = (
+    "jdbc: key and value as staged (null value = tombstone); debezium: Debezium change "
+    "events {before, after, source, op, ts_ms}, a tombstone after each delete; "
+    "differential: update {record, time, diff} and progress {time, count} messages, one "
+    "time per staging commit; materialize: Materialize's CDCv2 Avro format (ENVELOPE "
+    "MATERIALIZE), consolidated updates and progress statements. Default: each output's "
+    "`envelope:` in the configuration, else jdbc."
+)
+
+TakeOverOption = Annotated[
+    bool,
+    typer.Option(
+        "--take-over-topic",
+        help="Deliver even to a topic last written by another staging pool (a recreated "
+        "lake, another ETL): this pool's outputs go from its first one, after what the "
+        "topic holds. Without it, such a topic stops to-kafka with an error naming both pools.",
+    ),
+]
 
 
 LakeOption = Annotated[
@@ -121,13 +143,9 @@ def to_kafka(
         OutputFormat, typer.Option("--format", "-f", help="How keys and values are encoded.")
     ] = OutputFormat.avro,
     envelope: Annotated[
-        EnvelopeChoice,
-        typer.Option(
-            help="jdbc: key and value as staged (null value = tombstone); "
-            "differential: update {record, time, diff} and progress {time, count} "
-            "messages, one time per staging commit."
-        ),
-    ] = EnvelopeChoice.jdbc,
+        EnvelopeChoice | None, typer.Option(help=ENVELOPE_HELP, show_default=False)
+    ] = None,
+    take_over: TakeOverOption = False,
     shaper: Annotated[
         Path | None,
         typer.Option(
@@ -153,20 +171,20 @@ def to_kafka(
 ) -> None:
     """Deliver staging outputs to Kafka, exactly once and in pool-offset order.
 
-    Give -t TOPIC -p POOL, or an ETL configuration whose outputs to deliver. Creates missing topics. The position is read back from the topic on start, so a restart (even after kill -9) neither loses nor repeats a record. One to-kafka per topic at a time.
+    Give -t TOPIC -p POOL, or an ETL configuration whose outputs to deliver (each in its configured envelope unless --envelope is given). Creates missing topics. The position is read back from the topic on start, so a restart (even after kill -9) neither loses nor repeats a record. One to-kafka per topic at a time.
     """
-    from engine.deliver.loop import deliver_outputs
+    from engine.deliver.loop import Output, config_outputs, deliver_outputs
 
     if config is not None:
         if topic or pool:
             raise UserError("give either a configuration or --topic/--pool, not both")
         from engine.etl.config import load_config
 
-        outputs = [(o.pool, o.topic) for o in load_config(config).outputs]
+        outputs = config_outputs(load_config(config))
     else:
         if not topic or not pool:
             raise UserError("give --topic and --pool (or an ETL configuration)")
-        outputs = [(pool, topic)]
+        outputs = [Output(pool, topic)]
     the_lake = resolve_lake(lake)
     registry = conn.registry(required=fmt is OutputFormat.avro)
     if shaper is not None and not shaper.is_file():
@@ -191,7 +209,8 @@ def to_kafka(
             kafka=conn.kafka(),
             registry=registry,
             format=fmt.value,
-            envelope=envelope.value,
+            envelope=None if envelope is None else envelope.value,
+            take_over=take_over,
             shaper=shaper,
             partitions=partitions,
             replication=replication,

@@ -17,9 +17,11 @@ import typer
 
 from zync_tui.commands import standalone_app
 from zync_tui.commands.deliver import (
+    ENVELOPE_HELP,
     EnvelopeChoice,
     LakeOption,
     OutputFormat,
+    TakeOverOption,
     resolve_lake,
     status_line,
     stop_on_signals,
@@ -63,8 +65,9 @@ def run(
         ),
     ] = None,
     envelope: Annotated[
-        EnvelopeChoice, typer.Option(help="Output envelope: jdbc or differential.")
-    ] = EnvelopeChoice.jdbc,
+        EnvelopeChoice | None, typer.Option(help=ENVELOPE_HELP, show_default=False)
+    ] = None,
+    take_over: TakeOverOption = False,
     partitions: Annotated[
         int, typer.Option(min=1, help="Partitions of output topics created here.")
     ] = 1,
@@ -111,7 +114,8 @@ def run(
         spark=spark,
         etl_interval=etl_interval,
         format=None if fmt is None else fmt.value,
-        envelope=envelope.value,
+        envelope=None if envelope is None else envelope.value,
+        take_over=take_over,
         partitions=partitions,
         on_event=lambda event: status_line(f"{event.service:<10} {event.message}", event.at),
     )

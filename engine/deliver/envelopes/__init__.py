@@ -3,6 +3,8 @@
 A module of this package defines a subclass of
 :class:`~engine.deliver.envelopes.base.Envelope` and names it ``ENVELOPE``; the
 envelope's ``name`` is its ``--envelope`` value. Adding an envelope is adding a module.
+A module without ``ENVELOPE`` is a part envelopes share (``images``: the latest value
+per key).
 """
 
 from __future__ import annotations

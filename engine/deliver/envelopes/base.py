@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
     from engine.deliver.ledger import Ledger
-    from engine.deliver.positions import Position
+    from engine.deliver.positions import Headers, PoolIdentity, Position
     from engine.deliver.produce import Transactions
     from engine.deliver.read import StagingReader
     from engine.deliver.record_types import RecordTypes
@@ -46,6 +46,7 @@ class Parts:
     """What an envelope works with during one run of a delivery."""
 
     topic: str
+    identity: PoolIdentity
     format: Format
     batch_records: int
     registry: RegistryProfile | None
@@ -62,6 +63,8 @@ class Envelope(ABC):
     through their module's ``ENVELOPE``."""
 
     name: ClassVar[str]
+    #: The formats this envelope writes (None: every format).
+    formats: ClassVar[tuple[Format, ...] | None] = None
     #: Records read back after a partition's last position header are ours, counted
     #: one by one (jdbc anchors); see :class:`~engine.deliver.ledger.Ledger`.
     counts_after: ClassVar[bool] = False
@@ -72,6 +75,15 @@ class Envelope(ABC):
         self.key_codec: PartCodec | None = None
         self.value_codec: PartCodec | None = None
         self._schemas: RegistrySchemas | None = None
+        #: the pool's identity headers, carried by every positioned message
+        self.identity: Headers = parts.identity.headers()
+
+    @classmethod
+    def check_format(cls, fmt: Format) -> None:
+        """ValueError when this envelope cannot be written in ``fmt``."""
+        if cls.formats is not None and fmt not in cls.formats:
+            names = " or ".join(f.value for f in cls.formats)
+            raise ValueError(f"the {cls.name} envelope is written in {names} only, not {fmt.value}")
 
     # -- what each envelope decides -----------------------------------------------------
 

@@ -16,27 +16,34 @@ the record's key for updates, none for progress messages. Kafka value (Avro reco
   with N the number of updates of T in that partition (``zync.step`` 2, ``zync.offset``
   the last pool offset of T);
 * an update of time T is never produced after T's progress message, across crashes too:
-  positions (``zync.offset``, ``zync.step``) only grow within a partition.
+  positions (``zync.offset``, ``zync.step``) only grow within a partition, and a time is
+  never cut across transactions (a transaction holds whole times, as many as fit in
+  ``batch_records`` records; a larger time is a transaction of its own).
 
 A consumer that sums ``diff`` per record over every time up to the latest time closed on
 every partition holds the topic's current table: one row (key, value) per live key.
 Times are Delta versions, read through delta-rs's change data feed (``load_cdf``): they
 stay available as long as the pool's Delta log does. Every message carries its position
-headers (``zync.offset``, ``zync.step``, ``zync.time``).
+headers (``zync.offset``, ``zync.step``, ``zync.time``) and the pool's identity.
+
+The ``materialize`` envelope (:mod:`~engine.deliver.envelopes.materialize`) is this one
+with Materialize's own message format.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
 from engine.deliver.envelopes.base import Envelope, Parts, Send
+from engine.deliver.envelopes.images import Images
 from engine.deliver.errors import DeliveryError
 from engine.deliver.positions import (
     HEADER_OFFSET,
@@ -45,7 +52,6 @@ from engine.deliver.positions import (
     Headers,
     Position,
 )
-from engine.deliver.read import latest_images
 from engine.deliver.rows import Batch, Rows
 from engine.kafka.codecs.avro_binary import zigzag_long
 from engine.kafka.codecs.formats import Format
@@ -71,11 +77,11 @@ class DifferentialEnvelope(Envelope):
     def __init__(self, parts: Parts) -> None:
         super().__init__(parts)
         self.message_prefix = b""  # Avro wire header / Connect schema of the messages
-        self.image_of: dict[str, str] = {}  # the latest image per key
+        self.latest = Images()  # the latest image per key
         self.resume_time = 0  # the oldest time not closed everywhere
 
     def images(self) -> Iterable[str]:
-        return self.image_of.values()
+        return self.latest.values()
 
     def resume(self, found: Mapping[int, Position | None]) -> None:
         known = [pos.time or 0 for pos in found.values() if pos is not None]
@@ -103,12 +109,30 @@ class DifferentialEnvelope(Envelope):
 
     def deliver(self, since: int, version: int, stop: threading.Event, send: Send) -> bool:
         rows = self._read(since, version)
-        for chunk in self.slices(rows):
+        for chunk in self.time_slices(rows):
             if stop.is_set():
                 return False  # the transaction in flight is done; the rest waits
+            started = time.monotonic()
             batch = self.make_batch(chunk)
-            send(chunk, batch, time.monotonic())
+            send(chunk, batch, started)
         return True
+
+    def time_slices(self, rows: Rows) -> Iterator[Rows]:
+        """``rows`` in transactions of whole times: as many as fit in ``batch_records``
+        records, a larger time alone."""
+        assert rows.times is not None
+        limit = self.parts.batch_records
+        sizes: list[int] = []
+        current = 0
+        for _, group in itertools.groupby(rows.times):
+            length = sum(1 for _ in group)
+            if current and current + length > limit:
+                sizes.append(current)
+                current = 0
+            current += length
+        if current:
+            sizes.append(current)
+        return self.slices(rows, iter(sizes))
 
     def _read(self, since: int, version: int) -> Rows:
         reader = self.parts.reader
@@ -123,18 +147,12 @@ class DifferentialEnvelope(Envelope):
             else:
                 staged = reader.snapshot()
                 first = int(pc.max(staged.column("offset")).as_py()) + 1 if staged.num_rows else 0
-            self.image_of = self._load_images(first)
+            self.latest.load(self.parts, first)
             self.next_offset = first
         else:
             changes = reader.changes(since + 1, version)
         changes = changes.filter(pc.greater_equal(changes.column("offset"), self.next_offset))
         return self.take_rows(changes, with_times=True)
-
-    def _load_images(self, before: int) -> dict[str, str]:
-        """The latest image (non-null value) of every key among records before ``before``."""
-        if before <= 0:
-            return {}
-        return latest_images(self.parts.shaper.shape(self.parts.reader.snapshot(below=before)))
 
     def build(self, rows: Rows) -> Batch:
         """Updates of each record, and after the last record of a time, its progress on
@@ -143,8 +161,7 @@ class DifferentialEnvelope(Envelope):
         key_codec, _ = self.codecs()
         ledger = self.parts.ledger
         plan: list[Update] = []
-        images = self.image_of
-        changed: dict[str, str | None] = {}  # applied to the images once encoded
+        moves = self.latest.moves()  # applied to the images once encoded
         counts: dict[int, int] = {}
         times = rows.times
         total = len(rows)
@@ -153,10 +170,7 @@ class DifferentialEnvelope(Envelope):
         ):
             moment = times[i]
             partition = ledger.partition_of(key, offset)
-            previous = None
-            if key is not None:
-                previous = changed[key] if key in changed else images.get(key)
-                changed[key] = value
+            previous = moves.move(key, value)
             if previous is not None:
                 plan.append((partition, offset, RETRACT, moment, key, previous, -1))
                 counts[partition] = counts.get(partition, 0) + 1
@@ -180,11 +194,7 @@ class DifferentialEnvelope(Envelope):
             else:
                 key_bytes.append(next(keys))
                 value_bytes.append(next(values))
-        for key, value in changed.items():
-            if value is None:
-                images.pop(key, None)
-            else:
-                images[key] = value
+        moves.apply()
         return Batch(
             [u[1] for u in plan],
             key_bytes,
@@ -248,8 +258,13 @@ class DifferentialEnvelope(Envelope):
             return self.message_prefix + text + b"}"
         return text
 
+    def time_headers(self, moment: int) -> Headers:
+        """Headers every message of time ``moment`` carries besides its position."""
+        return self.identity
+
     def write(self, batch: Batch, out: Transactions) -> None:
-        """Every message carries its position: offset, step and time."""
+        """Every message carries its position (offset, step and time) and the pool's
+        identity."""
         assert batch.steps is not None
         assert batch.times is not None
         for value, key, offset, partition, step, moment in zip(
@@ -265,6 +280,7 @@ class DifferentialEnvelope(Envelope):
                 HEADER_OFFSET: b"%d" % offset,
                 HEADER_STEP: b"%d" % step,
                 HEADER_TIME: b"%d" % moment,
+                **self.time_headers(moment),
             }
             out.send(value, key, partition, headers)
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.deliver.envelopes.base import Envelope, Send
-from engine.deliver.positions import ANCHOR_EVERY, Position, anchor_headers
+from engine.deliver.positions import ANCHOR_EVERY, Headers, Position, anchor_headers
 from engine.deliver.read import FIRST_TRANSACTION
 from engine.deliver.rows import Batch, Rows
 from engine.deliver.stream import produce_ahead
@@ -131,12 +131,12 @@ class JdbcEnvelope(Envelope):
 
     def write(self, batch: Batch, out: Transactions) -> None:
         if batch.partition is not None:
-            _write_one_partition(batch, out)
+            _write_one_partition(batch, out, self.identity)
         else:
-            _write_partitioned(batch, out)
+            _write_partitioned(batch, out, self.identity)
 
 
-def _write_one_partition(batch: Batch, out: Transactions) -> None:
+def _write_one_partition(batch: Batch, out: Transactions, identity: Headers) -> None:
     """To one partition: the hot loop. Only anchors (every ANCHOR_EVERY-th message, and
     the first and last) carry headers: headers cost as much as the rest of a produce
     call."""
@@ -147,7 +147,7 @@ def _write_one_partition(batch: Batch, out: Transactions) -> None:
     count = len(offsets)
     if count <= ANCHOR_EVERY:  # a small transaction: every message says where it is
         for i, (value, key, offset) in enumerate(zip(values, keys, offsets, strict=True)):
-            send(value, key, partition, anchor_headers(offset, i == count - 1))
+            send(value, key, partition, anchor_headers(offset, i == count - 1, identity))
         return
     for start in range(0, count, ANCHOR_EVERY):
         stop = min(start + ANCHOR_EVERY, count)
@@ -155,7 +155,7 @@ def _write_one_partition(batch: Batch, out: Transactions) -> None:
             values[start],
             keys[start],
             partition,
-            anchor_headers(offsets[start], start == count - 1),
+            anchor_headers(offsets[start], start == count - 1, identity),
         )
         plain_stop = stop - 1 if stop == count else stop
         for value, key in zip(
@@ -166,10 +166,10 @@ def _write_one_partition(batch: Batch, out: Transactions) -> None:
             except BufferError:
                 send(value, key, partition, None)
         if stop == count and count - 1 > start:
-            send(values[-1], keys[-1], partition, anchor_headers(offsets[-1], True))
+            send(values[-1], keys[-1], partition, anchor_headers(offsets[-1], True, identity))
 
 
-def _write_partitioned(batch: Batch, out: Transactions) -> None:
+def _write_partitioned(batch: Batch, out: Transactions, identity: Headers) -> None:
     produce, send = out.producer.produce, out.send
     topic = out.topic
     partitions = batch.partition_list()
@@ -187,7 +187,7 @@ def _write_partitioned(batch: Batch, out: Transactions) -> None:
         seen[partition] = n + 1
         last = last_of[partition] == i
         if n % ANCHOR_EVERY == 0 or last or partition in dense:
-            send(value, key, partition, anchor_headers(offset, last))
+            send(value, key, partition, anchor_headers(offset, last, identity))
             continue
         try:
             produce(topic, value, key, partition=partition)
