@@ -379,7 +379,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval:
 def make_pipeline(demo: Demo, **kwargs: Any) -> Any:
     """The demo's :class:`engine.services.Pipeline` (from-kafka, ETL and to-kafka loops)."""
     try:
-        from engine.services import Pipeline
+        from engine.services.pipeline import Pipeline
     except ImportError as exc:
         raise DemoError(f"the loops are not available in this build (engine.services: {exc})") from None
     import inspect

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from engine.etl.result import PassResult
-from engine.services import Commit, ServiceStatus
+from engine.services.service import Commit, ServiceStatus
 from zync_tui.console.backend import LogBook, loop_view, pass_outcome
 
 

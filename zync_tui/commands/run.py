@@ -87,7 +87,7 @@ def run(
 
     Creates the configuration's pools when missing. Prints one line per event.
     """
-    from engine.services import FAILED, Pipeline
+    from engine.services.pipeline import FAILED, Pipeline
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")

@@ -366,7 +366,7 @@ class EngineBackend:
 
     def _build_pipeline(self, config_path: Path, lake: Any, kafka: Any, registry: Any) -> Any:
         try:
-            from engine.services import Pipeline
+            from engine.services.pipeline import Pipeline
         except ImportError as exc:
             raise RuntimeError(f"engine.services is not available ({exc})") from None
         import inspect
