@@ -56,7 +56,7 @@ def test_spark_master_reaches_the_console_and_the_demo(monkeypatch, tmp_path) ->
 
     from typer.testing import CliRunner
 
-    import engine.demo
+    import demo.scenario
     import engine.spark
     from zync_tui.commands import standalone_app
     from zync_tui.commands.console import register
@@ -78,7 +78,7 @@ def test_spark_master_reaches_the_console_and_the_demo(monkeypatch, tmp_path) ->
 
     seen = {}
     monkeypatch.setattr(
-        engine.demo, "run_demo", lambda demo, **kw: seen.update(kw) or (_ for _ in ()).throw(SystemExit(0))
+        demo.scenario, "run_demo", lambda demo, **kw: seen.update(kw) or (_ for _ in ()).throw(SystemExit(0))
     )
     cli = standalone_app(register)
     result = CliRunner().invoke(cli, ["demo", "--no-tui", "--spark-master", "spark://10.0.0.9:7077"])

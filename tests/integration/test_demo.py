@@ -203,7 +203,7 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
 async def test_read_only_console_on_a_lake_shows_it_and_refuses_control(spark, tmp_path: Path) -> None:
     """`zync tui CONFIG --read-only` over a lake with no Kafka reachable: the lake's side,
     the ETL panel and the fault in words; no loop is built to start."""
-    from engine.demo import DEMO_DIR
+    from demo.scenario import DEMO_DIR
 
     app = make_app(
         DEMO_DIR / "etl.yaml",

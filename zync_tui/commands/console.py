@@ -131,7 +131,7 @@ def _headless(lake: Path | None, timeout: float, spark_master: str | None = None
     from rich.markup import escape
     from rich.table import Table
 
-    from engine.demo import Demo, run_demo
+    from demo.scenario import Demo, run_demo
 
     out = Console(highlight=False)
     with user_errors():

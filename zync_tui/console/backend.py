@@ -278,7 +278,7 @@ class EngineBackend:
         kafka = registry = None
         kafka_error = registry_error = None
         if s.demo and s.start_stack:
-            from engine.demo import Demo
+            from demo.scenario import Demo
 
             self.driver = Demo(lake_root=s.lake_root, start_stack=True)
             notes.extend(self.driver.prepare())  # starts the stack, writes the profiles
@@ -294,7 +294,7 @@ class EngineBackend:
                 registry_error = str(exc)
         notes.extend(f"warning: {w.message}" for w in caught)
         if s.demo and self.driver is None:
-            from engine.demo import Demo
+            from demo.scenario import Demo
 
             if kafka is None or registry is None:
                 raise RuntimeError(kafka_error or registry_error or "the demo needs Kafka and a registry")
