@@ -4,8 +4,9 @@ demo and the tests.
 All engine work runs in thread workers (``@work(thread=True, ...)``) that post past-tense
 messages (:mod:`zync_tui.console.messages`); the event loop only updates widgets. Each
 kind of poll (topics, loops, ETL, log) re-arms itself when the previous one has finished
-(:mod:`zync_tui.console.polls`). Keys are declared in :mod:`zync_tui.console.keys`, the
-command palette's actions in :mod:`zync_tui.console.palette`.
+(:mod:`zync_tui.console.polls`). The control keys' work (loops, ETL pass, demo batches)
+is :mod:`zync_tui.console.control`; keys are declared in :mod:`zync_tui.console.keys`,
+the command palette's actions in :mod:`zync_tui.console.palette`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, TabPane
 from textual.worker import Worker, WorkerState
@@ -28,15 +28,8 @@ from textual.worker import Worker, WorkerState
 from engine.api import one_line
 from zync_tui.console import keys
 from zync_tui.console import messages as m
-from zync_tui.console.backend import (
-    LOOP_TITLES,
-    LOOPS,
-    Backend,
-    EngineBackend,
-    EngineSettings,
-    LogEntry,
-    pass_outcome,
-)
+from zync_tui.console.backend import Backend, EngineBackend, EngineSettings, LogEntry
+from zync_tui.console.control import Control
 from zync_tui.console.keys import CONTROL_ACTIONS, KEYS, PANEL_TITLES, applies
 from zync_tui.console.palette import console_commands
 from zync_tui.console.polls import PollSchedule
@@ -100,10 +93,10 @@ class ZyncConsole(App[None]):
         self.busy = self.polls.busy
         self.polled = self.polls.polled
         self.poll_count = self.polls.count
-        self.pass_running = False
-        self._pass_started = 0.0
-        self._pass_timer: Timer | None = None
-        self.last_pass: str | None = None
+        self.control = Control(
+            self, backend, self._w, ready=lambda: self.ready, refresh=self.action_refresh,
+            busy=self.busy, clock=clock,
+        )
 
     # -- layout -------------------------------------------------------------------------
 
@@ -111,8 +104,6 @@ class ZyncConsole(App[None]):
     def _w(self, selector: type[W]) -> W: ...
     @overload
     def _w(self, selector: str, expect_type: type[W]) -> W: ...
-    @overload
-    def _w(self, selector: str) -> Widget: ...
 
     def _w(self, selector: str | type[W], expect_type: type[W] | None = None) -> Widget:
         """A widget of the main screen (also while a modal screen is on top)."""
@@ -166,7 +157,7 @@ class ZyncConsole(App[None]):
         self.title = self.backend.title
         status = self._w(StatusBar)
         status.set_title(self.backend.title, self.backend.read_only)
-        status.set_note(self._demo_note())
+        status.set_note(self.control.demo_note())
         self.polls.refresh()
 
     @_quiet
@@ -174,13 +165,6 @@ class ZyncConsole(App[None]):
         self._w(StatusBar).set_note(f"engine failed to start: {message.error}")
         self._w(LogPanel).add([_entry("ERROR", "console", f"engine failed to start: {message.error}", self.clock())])
         self.notify(message.error, title="engine failed to start", severity="error", timeout=10)
-
-    def _demo_note(self) -> str:
-        if not self.backend.demo:
-            return ""
-        left = self.backend.batches_left()
-        total = self.backend.batches_total()
-        return f"n: send batch {total - left + 1}/{total}" if left else "all batches sent"
 
     # -- polls (never overlapping) --------------------------------------------------------
 
@@ -300,142 +284,42 @@ class ZyncConsole(App[None]):
             return False
         return not (action == "next_batch" and not self.backend.demo)
 
-    # -- control (refused when read-only) -------------------------------------------------
+    # -- control (refused when read-only): zync_tui.console.control ------------------------
 
-    def _refuse_read_only(self, what: str) -> bool:
-        if self.backend.read_only:
-            self.notify(f"read-only console: {what} is disabled", severity="warning")
-            return True
-        return False
+    @property
+    def pass_running(self) -> bool:
+        return self.control.pass_running
+
+    @property
+    def last_pass(self) -> str | None:
+        return self.control.last_pass
 
     def action_toggle_loop(self, name: str) -> None:
-        if self._refuse_read_only(f"starting or stopping {name}"):
-            return
-        loops = self._w(LoopsPanel).loops
-        loop = next((loop for loop in loops if loop.name == name), None)
-        action: m.LoopAction = "stop" if loop is not None and loop.state in ("running", "starting") else "start"
-        self.control_loop(name, action)
+        self.control.toggle(name)
 
     def action_start_all(self) -> None:
-        if not self._refuse_read_only("starting loops"):
-            for name in LOOPS:
-                self.control_loop(name, "start")
+        self.control.all_loops("start")
 
     def action_stop_all(self) -> None:
-        if not self._refuse_read_only("stopping loops"):
-            for name in LOOPS:
-                self.control_loop(name, "stop")
+        self.control.all_loops("stop")
 
-    def control_loop(self, name: str, action: m.LoopAction) -> None:
-        self.notify(f"{action}ing {LOOP_TITLES.get(name, name)}…", timeout=2)
-        self._control(name, action)
+    def action_etl_pass(self) -> None:
+        self.control.etl_pass()
 
-    @work(thread=True, exit_on_error=False, group="control")
-    def _control(self, name: str, action: m.LoopAction) -> None:
-        try:
-            if action == "start":
-                self.backend.start_loop(name)
-            else:
-                self.backend.stop_loop(name)
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.LoopChanged(name, action, one_line(exc)))
-            return
-        self.post_message(m.LoopChanged(name, action))
+    def action_next_batch(self) -> None:
+        self.control.next_batch()
 
     @_quiet
     def on_loop_changed(self, message: m.LoopChanged) -> None:
-        title = LOOP_TITLES.get(message.loop, message.loop)
-        if message.error:
-            self.notify(message.error, title=f"cannot {message.action} {title}", severity="error")
-            self._w(LogPanel).add([_entry("ERROR", message.loop, f"{message.action}: {message.error}", self.clock())])
-        else:
-            self.notify(f"{title} {'started' if message.action == 'start' else 'stopped'}", timeout=2)
-        self.action_refresh()
-
-    def action_etl_pass(self) -> None:
-        if self._refuse_read_only("running an ETL pass"):
-            return
-        if not self.ready:
-            self.notify("the engine is still starting", severity="warning")
-            return
-        if self.pass_running:
-            self.notify("an ETL pass is already running", severity="warning")
-            return
-        self.pass_running = True
-        self._pass_started = time.monotonic()
-        self._w(LoopsPanel).show_pass("ETL pass: running…")
-        self._pass_timer = self.set_interval(1.0, self._tick_pass, name="pass-elapsed")
-        self.run_etl_pass()
-
-    @_quiet
-    def _tick_pass(self) -> None:
-        elapsed = time.monotonic() - self._pass_started
-        self._w(LoopsPanel).show_pass(f"ETL pass: running… {elapsed:.0f}s")
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="etl-pass")
-    def run_etl_pass(self) -> None:
-        started = time.monotonic()
-        self.post_message(m.EtlPassStarted())
-        try:
-            result = self.backend.run_etl_pass()
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.EtlPassFinished(error=one_line(exc), seconds=time.monotonic() - started))
-            return
-        self.post_message(m.EtlPassFinished(result, seconds=time.monotonic() - started))
+        self.control.loop_changed(message)
 
     @_quiet
     def on_etl_pass_finished(self, message: m.EtlPassFinished) -> None:
-        self.pass_running = False
-        if self._pass_timer is not None:
-            self._pass_timer.stop()
-            self._pass_timer = None
-        if message.error:
-            text = f"ETL pass failed: {message.error}"
-            self.notify(message.error, title="ETL pass failed", severity="error")
-        else:
-            summary = pass_outcome(message.result).summary()
-            text = f"ETL pass: {summary} ({message.seconds:.1f}s)"
-            self.notify(summary, title="ETL pass done")
-        self.last_pass = text
-        self._w(LoopsPanel).show_pass(text)
-        self.action_refresh()
-
-    # -- the demo -------------------------------------------------------------------------
-
-    def action_next_batch(self) -> None:
-        if not self.backend.demo:
-            return
-        if not self.ready:
-            self.notify("the demo is still starting", severity="warning")
-            return
-        if "demo" in self.busy:
-            self.notify("still publishing the previous batch", severity="warning")
-            return
-        if not self.backend.batches_left():
-            self.notify("all demo batches are published")
-            return
-        self.busy.add("demo")
-        self._w(StatusBar).set_note("publishing…")
-        self.publish_batch()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="demo")
-    def publish_batch(self) -> None:
-        try:
-            text = self.backend.next_batch()
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.BatchPublished("", one_line(exc)))
-            return
-        self.post_message(m.BatchPublished(text))
+        self.control.pass_finished(message)
 
     @_quiet
     def on_batch_published(self, message: m.BatchPublished) -> None:
-        self.busy.discard("demo")
-        self._w(StatusBar).set_note(self._demo_note())
-        if message.error:
-            self.notify(message.error, title="cannot publish the batch", severity="error")
-        else:
-            self.notify(message.text, title="demo")
-        self.action_refresh()
+        self.control.batch_published(message)
 
     # -- command palette and shutdown ---------------------------------------------------
 
