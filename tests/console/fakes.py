@@ -141,9 +141,8 @@ class FakeBackend:
     def run_etl_pass(self) -> PassResult:
         self.calls.append("pass")
         self.pass_entered.set()
-        if self.pass_gate is not None:
-            if not self.pass_gate.wait(60):
-                raise TimeoutError("the test never released the pass")
+        if self.pass_gate is not None and not self.pass_gate.wait(60):
+            raise TimeoutError("the test never released the pass")
         return PassResult(
             etl="invoices", committed=True, read_version=5, staging_version=6,
             consumed={"Invoices": 2, "InvoiceStatus": 2}, outputs={"NewInvoices": 2},

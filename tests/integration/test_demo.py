@@ -132,7 +132,7 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
                     await pilot.press("escape", "s", "S")
                     await pilot.press("3")
                     etl = rows(app, "etl")
-                    assert ["new-invoice", "Invoices", "0"] == etl[0][:3]
+                    assert etl[0][:3] == ["new-invoice", "Invoices", "0"]
                     await until(pilot, lambda: rows(app, "etl")[0][5] == "1", 30, "ETL panel: 1 pending")
 
             await until(pilot, lambda: len(driver.topic_outputs()) >= 8, 180, "8 records on NewInvoices", thread=True)

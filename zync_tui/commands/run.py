@@ -9,9 +9,10 @@ with :func:`register`; it also runs alone (``python -m zync_tui.commands.run run
 # import time and typer needs real annotation objects.
 
 import enum
+import functools
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -27,6 +28,10 @@ from zync_tui.commands.deliver import (
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError
+from zync_tui.options import spark_session
+
+if TYPE_CHECKING:
+    from engine.api import Lake
 
 
 class Loop(enum.StrEnum):
@@ -87,25 +92,21 @@ def run(
 
     Creates the configuration's pools when missing. Prints one line per event.
     """
-    from engine.services.pipeline import FAILED, Pipeline
+    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+    # `zync --help` stays fast (likewise in every command module)
+    from engine.api import FAILED, Pipeline
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")
     the_lake = resolve_lake(lake) if lake is not None else _default_lake()
     registry = conn.registry(required=fmt is OutputFormat.avro)
 
-    def spark() -> Any:
-        from engine.settings.spark import load_spark_settings
-        from engine.spark import get_spark
-
-        return get_spark(load_spark_settings(spark_master))
-
     pipeline = Pipeline(
         config,
         the_lake,
         kafka=conn.kafka(),
         registry=registry,
-        spark=spark,
+        spark=functools.partial(spark_session, spark_master),
         etl_interval=etl_interval,
         format=None if fmt is None else fmt.value,
         envelope=envelope.value,
@@ -135,9 +136,8 @@ def run(
     status_line("stopped")
 
 
-def _default_lake() -> Any:
-    from engine.lake.pools import Lake
-    from engine.settings.lake import lake_path
+def _default_lake() -> "Lake":
+    from engine.api import Lake, lake_path
 
     root = lake_path()
     root.mkdir(parents=True, exist_ok=True)
