@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input, TabbedContent
 
+from engine.local import broker as local_broker
 from engine.local import processes
 from tests.stack import start_broker, start_registry
 from zync_tui.console.app import make_app
@@ -187,7 +188,7 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
             assert "cannot reach Kafka" in notice
             assert any(r[5] == "3" for r in rows(app, "topics"))  # the lake's side still shows
             assert rows(app, "etl")  # the other panels keep working
-            restarted = broker.start_broker(tmp_path / "broker2", port=port)
+            restarted = local_broker.start_broker(tmp_path / "broker2", port=port)
             try:
                 await until(pilot, lambda: "Kafka ok" in status(app), 60, "Kafka ok again")
                 assert app.is_running
