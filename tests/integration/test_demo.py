@@ -31,7 +31,7 @@ from zync_tui.console.widgets.tables import LiveTable
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.anyio]
 
 # (key ID, value) of the 8 outputs. Their order follows the seqnos of the inputs each
-# needed (DESIGN.md, decision 5), and which of two topics from-kafka commits first within
+# needed (docs/design.md#ordering), and which of two topics from-kafka commits first within
 # a batch is its own choice, so Alice and Bob may come either way round: the test checks
 # the outputs as a whole, and that the topic holds them in Staging's order.
 EXPECTED = [
