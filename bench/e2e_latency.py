@@ -198,6 +198,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=60, help="pairs per rate (default 60)")
     parser.add_argument("--rates", default="2,50", help="pairs per second, comma-separated")
     parser.add_argument("--etl-interval", default=None, help="passed to zync run")
+    parser.add_argument("--log", type=Path, help="keep `zync run`'s output in this file")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
 
@@ -289,6 +290,8 @@ def main() -> None:
                 run.wait()
         stop_process(registry)
         stop_process(broker)
+        if args.log and (work / "run.log").exists():
+            shutil.copy(work / "run.log", args.log)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -11,7 +11,7 @@
 3. **Ceiling**: confluent-kafka consumes the topic (zync's consumer settings) and
    fastavro decodes every key and value (``schemaless_reader``, garbage collector
    paused), no lake: records/s. Measured before and after the ingest; the mean is used.
-4. **Ingest**: runs ``python -m zync_tui.commands.pool from-kafka -t TOPIC -p bench
+4. **Ingest**: runs ``python -m zync_tui.commands.ingest from-kafka -t TOPIC -p bench
    --create-pool`` as a subprocess and times it from its start until the pool's Delta log
    says it holds offset N-1: records/s.
 
@@ -95,7 +95,7 @@ def ingest(n: int, env: dict[str, str], lake: Path) -> tuple[float, float]:
     from deltalake import DeltaTable
 
     cmd = [
-        sys.executable, "-m", "zync_tui.commands.pool", "from-kafka",
+        sys.executable, "-m", "zync_tui.commands.ingest", "from-kafka",
         "-t", TOPIC, "-p", "bench", "--create-pool", "--exit-after", "3s", "--quiet",
     ]
     pool = lake / "bench"

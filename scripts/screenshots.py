@@ -104,7 +104,7 @@ def table_rows(app: Any, panel: str) -> list[list[str]]:
 
 
 async def run(out: Path, size: tuple[int, int]) -> list[Path]:
-    from engine.demo import DemoRecord
+    from demo.scenario import DemoRecord
     from engine.local import broker, processes, registry
     from zync_tui.console.app import make_app
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from zync_tui.commands import console, deliver, dev, etl, kafka, pool, run, setup
+from zync_tui.commands import console, deliver, dev, etl, ingest, kafka, pool, query, run, setup
 
 app = typer.Typer(
     name="zync",
@@ -22,7 +22,9 @@ app = typer.Typer(
 
 app.add_typer(dev.app, name="dev")
 kafka.register(app)  # produce, consume, ls, info
-pool.register(app)  # pool ..., from-kafka, query
+pool.register(app)  # pool ...
+ingest.register(app)  # from-kafka
+query.register(app)  # query
 etl.register(app)  # etl, pending, expired
 deliver.register(app)  # to-kafka
 run.register(app)  # run

@@ -4,8 +4,6 @@ bare number of seconds)."""
 
 from __future__ import annotations
 
-from engine.durations import parse_seconds
-
 
 def duration_option(text: str | float) -> float:
     """``parser=`` for a typer option taking a duration; bad text becomes a usage error.
@@ -13,6 +11,8 @@ def duration_option(text: str | float) -> float:
     Typer hands a numeric default through as a number: it is taken as seconds.
     """
     import typer
+
+    from engine.api import parse_seconds  # deferred: keeps `zync --help` fast
 
     if isinstance(text, int | float):
         return float(text)

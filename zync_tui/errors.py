@@ -34,7 +34,7 @@ def user_errors() -> Iterator[None]:
     Ctrl-C exits with 130 and no traceback. Anything unexpected still raises, with a
     traceback, because that is a bug to report.
     """
-    from engine.errors import ZyncError
+    from engine.api import ZyncError  # deferred: engine.api takes a second to import
 
     try:
         yield
@@ -46,3 +46,17 @@ def user_errors() -> Iterator[None]:
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(0) from None
+
+
+@contextmanager
+def lake_errors() -> Iterator[None]:
+    """:func:`user_errors`, plus the lake's own errors (PoolError, delta-rs) as one line."""
+    from deltalake.exceptions import DeltaError
+
+    from engine.api import PoolError  # deferred: engine.api takes a second to import
+
+    with user_errors():
+        try:
+            yield
+        except (PoolError, DeltaError) as exc:
+            raise UserError(str(exc).strip().splitlines()[0]) from None

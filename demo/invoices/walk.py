@@ -16,20 +16,27 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 
-from engine.etl import EtlRunner, load_config  # noqa: E402
-from engine.lake.envelope import record_rows  # noqa: E402
-from engine.lake.pools import Lake, Pool, TopicTypes  # noqa: E402
+from engine.api import (  # noqa: E402
+    EtlRunner,
+    Lake,
+    Pool,
+    SparkSettings,
+    TopicTypes,
+    get_spark,
+    json_value_to_spark,
+    load_config,
+    record_rows,
+)
 
 
-def ingest(pool: Pool, events: list[dict]) -> None:
+def ingest(pool: Pool, events: list[dict[str, Any]]) -> None:
     """Append events with contiguous offsets per topic, timestamps from ``ts_ms``."""
-    from engine.kafka.typemap.to_spark import json_value_to_spark
-
     pool.refresh()
     offsets: dict[str, int] = {}
     kafka, keys, values = [], [], []
@@ -62,9 +69,6 @@ def ingest(pool: Pool, events: list[dict]) -> None:
 
 
 def walk(lake_root: Path) -> None:
-    from engine.settings.spark import SparkSettings
-    from engine.spark import get_spark
-
     spark = get_spark(SparkSettings(master="local[2]"))
     lake = Lake(lake_root)
     raw = lake.create_pool("Raw", "raw", exist_ok=True)

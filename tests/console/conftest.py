@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.console.fakes import T0, FakeBackend
-from zync_tui.console.app import POLLS, ZyncConsole, make_app
+from zync_tui.console.app import ZyncConsole, make_app
+from zync_tui.console.polls import POLLS
 
 
 @pytest.fixture

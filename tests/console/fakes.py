@@ -1,8 +1,8 @@
 """A deterministic backend for console tests: fixed clock, canned snapshots, no services.
 
-It returns the engine's own snapshot types (engine.observe), so the console renders
-exactly what it would for a real pipeline, and it records every call, so tests can assert
-on what a key did. ``pass_gate`` makes an ETL pass block until the test releases it (a
+It returns the engine's own types (engine.api: snapshots, an ETL pass's result), so the
+console renders exactly what it would for a real pipeline, and it records every call, so
+tests can assert on what a key did. ``pass_gate`` makes an ETL pass block until the test releases it (a
 "30-second pass" without waiting 30 seconds).
 """
 
@@ -12,15 +12,16 @@ import threading
 import time
 from dataclasses import replace
 
-from engine.observe.reports import (
+from engine.api import (
     DeadLetter,
     EtlReport,
     EtlSnapshot,
+    PassResult,
     RecordRow,
     TopicSnapshot,
     TopicsReport,
 )
-from zync_tui.console.backend import LogEntry, LoopView, PassOutcome
+from zync_tui.console.backend import LogEntry, LoopView
 
 T0 = 1_763_780_400.0  # 2025-11-22 03:00:00 UTC
 
@@ -137,13 +138,16 @@ class FakeBackend:
             raise PermissionError("read-only")
         self.states[name] = "stopped"
 
-    def run_etl_pass(self) -> PassOutcome:
+    def run_etl_pass(self) -> PassResult:
         self.calls.append("pass")
         self.pass_entered.set()
-        if self.pass_gate is not None:
-            if not self.pass_gate.wait(60):
-                raise TimeoutError("the test never released the pass")
-        return PassOutcome(consumed=4, outputs=2, expired=0, pending=1, version=6)
+        if self.pass_gate is not None and not self.pass_gate.wait(60):
+            raise TimeoutError("the test never released the pass")
+        return PassResult(
+            etl="invoices", committed=True, read_version=5, staging_version=6,
+            consumed={"Invoices": 2, "InvoiceStatus": 2}, outputs={"NewInvoices": 2},
+            pending={"Invoices": 1},
+        )
 
     def next_batch(self) -> str:
         self.calls.append("next")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from engine.etl.result import PassResult
-from engine.services import Commit, ServiceStatus
+from engine.api import Commit, PassResult, ServiceStatus
 from zync_tui.console.backend import LogBook, loop_view, pass_outcome
 
 
@@ -56,8 +55,8 @@ def test_spark_master_reaches_the_console_and_the_demo(monkeypatch, tmp_path) ->
 
     from typer.testing import CliRunner
 
-    import engine.demo
-    import engine.spark
+    import demo.scenario
+    import zync_tui.console.backend
     from zync_tui.commands import standalone_app
     from zync_tui.commands.console import register
     from zync_tui.console.app import make_app
@@ -68,7 +67,7 @@ def test_spark_master_reaches_the_console_and_the_demo(monkeypatch, tmp_path) ->
     monkeypatch.setenv("ZYNC_HOME", str(home))
     monkeypatch.delenv("ZYNC_SPARK_MASTER", raising=False)
     asked = []
-    monkeypatch.setattr(engine.spark, "get_spark", lambda settings=None: asked.append(settings))
+    monkeypatch.setattr(zync_tui.console.backend, "get_spark", lambda settings=None: asked.append(settings))
 
     app = make_app(lake=tmp_path / "lake", spark_master="spark://10.0.0.9:7077", autostart=False)
     app.backend._spark()
@@ -78,7 +77,7 @@ def test_spark_master_reaches_the_console_and_the_demo(monkeypatch, tmp_path) ->
 
     seen = {}
     monkeypatch.setattr(
-        engine.demo, "run_demo", lambda demo, **kw: seen.update(kw) or (_ for _ in ()).throw(SystemExit(0))
+        demo.scenario, "run_demo", lambda demo, **kw: seen.update(kw) or (_ for _ in ()).throw(SystemExit(0))
     )
     cli = standalone_app(register)
     result = CliRunner().invoke(cli, ["demo", "--no-tui", "--spark-master", "spark://10.0.0.9:7077"])

@@ -15,7 +15,7 @@ from textual.widgets import Input, TabbedContent
 from tests.console.conftest import fake_app, fresh, polled, until
 from tests.console.fakes import FakeBackend
 from zync_tui.console import messages as m
-from zync_tui.console.app import KEYS, PANELS
+from zync_tui.console.keys import KEYS, PANELS
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen

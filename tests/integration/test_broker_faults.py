@@ -390,7 +390,8 @@ def test_broker_killed_and_restarted_under_all_loops(
     healthy: Stack, tmp_path: Path, spark: Any
 ) -> None:
     from engine.lake.pools import Lake
-    from engine.services import Pipeline, ServiceEvent
+    from engine.services.pipeline import Pipeline
+    from engine.services.service import ServiceEvent
 
     kafka = healthy.kafka
     source, output = unique("killed-in"), unique("killed-out")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input, TabbedContent
 
+from engine.local import broker as local_broker
 from engine.local import processes
 from tests.stack import start_broker, start_registry
 from zync_tui.console.app import make_app
@@ -30,7 +31,7 @@ from zync_tui.console.widgets.tables import LiveTable
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.anyio]
 
 # (key ID, value) of the 8 outputs. Their order follows the seqnos of the inputs each
-# needed (DESIGN.md, decision 5), and which of two topics from-kafka commits first within
+# needed (docs/design.md#ordering), and which of two topics from-kafka commits first within
 # a batch is its own choice, so Alice and Bob may come either way round: the test checks
 # the outputs as a whole, and that the topic holds them in Staging's order.
 EXPECTED = [
@@ -132,7 +133,7 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
                     await pilot.press("escape", "s", "S")
                     await pilot.press("3")
                     etl = rows(app, "etl")
-                    assert ["new-invoice", "Invoices", "0"] == etl[0][:3]
+                    assert etl[0][:3] == ["new-invoice", "Invoices", "0"]
                     await until(pilot, lambda: rows(app, "etl")[0][5] == "1", 30, "ETL panel: 1 pending")
 
             await until(pilot, lambda: len(driver.topic_outputs()) >= 8, 180, "8 records on NewInvoices", thread=True)
@@ -187,7 +188,7 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
             assert "cannot reach Kafka" in notice
             assert any(r[5] == "3" for r in rows(app, "topics"))  # the lake's side still shows
             assert rows(app, "etl")  # the other panels keep working
-            restarted = broker.start_broker(tmp_path / "broker2", port=port)
+            restarted = local_broker.start_broker(tmp_path / "broker2", port=port)
             try:
                 await until(pilot, lambda: "Kafka ok" in status(app), 60, "Kafka ok again")
                 assert app.is_running
@@ -203,7 +204,7 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
 async def test_read_only_console_on_a_lake_shows_it_and_refuses_control(spark, tmp_path: Path) -> None:
     """`zync tui CONFIG --read-only` over a lake with no Kafka reachable: the lake's side,
     the ETL panel and the fault in words; no loop is built to start."""
-    from engine.demo import DEMO_DIR
+    from demo.scenario import DEMO_DIR
 
     app = make_app(
         DEMO_DIR / "etl.yaml",

@@ -168,7 +168,7 @@ def test_sum_of_diffs_is_the_latest_image_per_key(lake, broker, registry, fmt) -
 @pytest.mark.spark
 @pytest.mark.slow
 def test_invoice_scenario_differential(tmp_path, lake, broker, registry, spark) -> None:
-    from engine.services import Pipeline
+    from engine.services.pipeline import Pipeline
     from tests.integration.test_run import demo_driver, invoice_scenario, publish_in_file_order
 
     kafka, reg = profiles(broker, registry)

@@ -172,7 +172,7 @@ def test_avro_and_json_topics_with_bad_records_of_every_kind(kafka, reg, lake: L
 
 
 def test_on_error_fail_stops_before_committing_the_bad_batch(kafka, lake: Lake, tmp_path: Path) -> None:
-    from zync_tui.commands.pool import make_app
+    from zync_tui.commands.ingest import make_app
 
     topic = name("strict")
     clients.ensure_topic(kafka, topic, partitions=1)
@@ -205,7 +205,7 @@ def test_on_error_fail_stops_before_committing_the_bad_batch(kafka, lake: Lake, 
 
 
 def test_yaml_inputs_many_topics_to_many_pools(kafka, lake: Lake, tmp_path: Path) -> None:
-    from zync_tui.commands.pool import make_app
+    from zync_tui.commands.ingest import make_app
 
     a, b = name("a"), name("b")
     for topic in (a, b):
@@ -288,7 +288,7 @@ def test_two_concurrent_processes_on_the_same_input_ingest_exactly_once(kafka, l
     lake.create_pool("shared")
     total = 12_000
     env = dict(os.environ, ZYNC_KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap_servers, ZYNC_LAKE=str(lake.root))
-    cmd = [sys.executable, "-m", "zync_tui.commands.pool", "from-kafka", "-t", topic, "-p", "shared",
+    cmd = [sys.executable, "-m", "zync_tui.commands.ingest", "from-kafka", "-t", topic, "-p", "shared",
            "--max-records", "300", "--interval", "100ms", "--exit-after", "3s", "--quiet"]
     procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
 
@@ -446,8 +446,9 @@ def test_spark_master_option_reaches_spark(lake: Lake, tmp_path: Path) -> None:
     shaper.write_text("SELECT * FROM batch\n")
     env = dict(os.environ, ZYNC_HOME=str(tmp_path / "home"), ZYNC_LAKE=str(lake.root),
                ZYNC_SPARK_MASTER="spark://127.0.0.1:2", ZYNC_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
-    base = [sys.executable, "-m", "zync_tui.commands.pool"]
-    for args in (["from-kafka", "-t", "t", "-p", "sm", "--shaper", str(shaper)], ["query", "SELECT 1"]):
+    for module, args in (("ingest", ["from-kafka", "-t", "t", "-p", "sm", "--shaper", str(shaper)]),
+                         ("query", ["query", "SELECT 1"])):
+        base = [sys.executable, "-m", f"zync_tui.commands.{module}"]
         out = subprocess.run([*base, *args, "--spark-master", "spark://127.0.0.1:1"], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 1, out

@@ -87,7 +87,7 @@ def test_kill_9_at_random_moments_loses_and_duplicates_nothing(broker, registry,
         ZYNC_KAFKA_BOOTSTRAP_SERVERS=broker.address,
         ZYNC_REGISTRY_URL=registry.url,
     )
-    cmd = [sys.executable, "-m", "zync_tui.commands.pool", "from-kafka",
+    cmd = [sys.executable, "-m", "zync_tui.commands.ingest", "from-kafka",
            "-t", avro_topic, "-t", json_topic, "-p", "raw", "--create-pool",
            "--max-records", "1500", "--interval", "200ms", "--quiet"]
 

@@ -48,7 +48,7 @@ class Pipeline:
         return result.output
 
     def publish(self, batch: int) -> None:
-        from engine.demo import read_batch
+        from demo.scenario import read_batch
 
         records = read_batch(self.demo.batch_paths()[batch - 1])
         self.demo.publish(records)

@@ -115,7 +115,7 @@ def test_query_shows_the_same_rows_as_deltalake_and_polars(spark, filled: Lake) 
 
 
 def test_query_command_formats(spark, filled: Lake) -> None:
-    from zync_tui.commands.pool import make_app
+    from zync_tui.commands.query import make_app
 
     runner = CliRunner()
     env = {"ZYNC_LAKE": str(filled.root)}

@@ -98,7 +98,7 @@ def invoice_scenario(tmp_path: Path) -> Scenario:
 
 
 def demo_driver(scenario: Scenario, lake_root: Path, kafka: Any, registry: Any) -> Any:
-    from engine.demo import Demo
+    from demo.scenario import Demo
 
     demo = Demo(
         lake_root=lake_root,
@@ -141,7 +141,7 @@ def publish_in_file_order(
 
     import pyarrow.dataset as ds
 
-    from engine.demo import read_batch
+    from demo.scenario import read_batch
     from engine.lake.pools import Lake
 
     def raw_rows() -> int:

@@ -149,7 +149,7 @@ def test_two_workers_share_a_topic_and_the_survivor_takes_over(broker, tmp_path:
         "ZYNC_KAFKA_BOOTSTRAP_SERVERS": broker.address,
     }
     argv = [
-        sys.executable, "-m", "zync_tui.commands.pool", "from-kafka",
+        sys.executable, "-m", "zync_tui.commands.ingest", "from-kafka",
         "--topic", topic, "--pool", "Raw", "--lake", str(lake.root),
         "--workers-group", group, "--max-records", "500", "--interval", "200ms",
         "--format", "json", "--quiet", "--no-progress",

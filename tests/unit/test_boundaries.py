@@ -45,3 +45,18 @@ def test_importing_the_engine_creates_nothing(tmp_path: Path) -> None:
     )
     assert not home.exists()
     assert not (tmp_path / "h").exists()
+
+
+def test_the_public_surface_imports_no_user_interface_and_no_demo(tmp_path: Path) -> None:
+    """`import engine` and `import engine.api` (what the CLI, the console and the demo
+    use) load neither the demo, the console's libraries, nor the registry's web stack."""
+    forbidden = ("demo", "zync_tui", "textual", "typer", "rich", "fastapi", "pyspark")
+    for statement in ("import engine", "import engine.api"):
+        code = (
+            f"import sys\n{statement}\n"
+            f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {forbidden!r})))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+        )
+        assert out.stdout.strip() == "", f"{statement} imported: {out.stdout.strip()}"

@@ -7,12 +7,15 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from zync_tui.errors import user_errors
 from zync_tui.options import SparkMasterOption
+
+if TYPE_CHECKING:
+    from zync_tui.console.app import ZyncConsole
 
 
 def tui(
@@ -89,7 +92,9 @@ def _engine_output_to_log() -> Iterator[Path | None]:
     Textual draws on ``sys.__stderr__``: it gets a duplicate of the terminal's descriptor,
     and descriptor 2, which child processes inherit, is pointed at the log file.
     """
-    from engine.settings.home import zync_home
+    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+    # `zync --help` stays fast (likewise in every command module)
+    from engine.api import zync_home
 
     if not sys.stderr.isatty():
         yield None
@@ -117,11 +122,13 @@ def _engine_output_to_log() -> Iterator[Path | None]:
         log.close()
 
 
-def _run(app: Any) -> None:
+def _run(app: ZyncConsole) -> None:
+    from zync_tui.console.backend import EngineBackend  # deferred: the console (Textual)
+
     try:
         app.run()
     finally:
-        if getattr(app.backend, "pipeline", None) is not None:
+        if isinstance(app.backend, EngineBackend) and app.backend.pipeline is not None:
             typer.echo("zync: stopping the loops (each finishes its commit in flight)…", err=True)
         app.backend.close()
 
@@ -131,7 +138,7 @@ def _headless(lake: Path | None, timeout: float, spark_master: str | None = None
     from rich.markup import escape
     from rich.table import Table
 
-    from engine.demo import Demo, run_demo
+    from demo.scenario import Demo, run_demo
 
     out = Console(highlight=False)
     with user_errors():

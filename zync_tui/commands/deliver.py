@@ -8,13 +8,15 @@ The lead's CLI adds it with :func:`register`; it also runs alone
 # import time and typer needs real annotation objects.
 
 import enum
+import functools
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -23,7 +25,12 @@ from rich.markup import escape
 from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.errors import UserError
-from zync_tui.options import SparkMasterOption
+from zync_tui.options import SparkMasterOption, spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from engine.api import Lake
 
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -84,7 +91,7 @@ def stop_on_signals(stop: threading.Event, what: str) -> Iterator[None]:
     Ctrl-C aborts at once (exit 130)."""
     previous: dict[int, Any] = {}
 
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         if stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         stop.set()
@@ -97,13 +104,14 @@ def stop_on_signals(stop: threading.Event, what: str) -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+        for number, old in previous.items():
+            signal.signal(number, old)
 
 
-def resolve_lake(lake: Path | None) -> Any:
-    from engine.lake.pools import Lake
-    from engine.settings.lake import lake_path
+def resolve_lake(lake: Path | None) -> "Lake":
+    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+    # `zync --help` stays fast (likewise in every command module)
+    from engine.api import Lake, lake_path
 
     root = lake if lake is not None else lake_path()
     if not root.is_dir():
@@ -173,30 +181,24 @@ def to_kafka(
 
     Give -t TOPIC -p POOL, or an ETL configuration whose outputs to deliver (each in its configured envelope unless --envelope is given). Creates missing topics. The position is read back from the topic on start, so a restart (even after kill -9) neither loses nor repeats a record. One to-kafka per topic at a time.
     """
-    from engine.deliver.loop import Output, config_outputs, deliver_outputs
+    from engine.api import DeliveryOutput, config_outputs, deliver_outputs, load_config
 
     if config is not None:
         if topic or pool:
             raise UserError("give either a configuration or --topic/--pool, not both")
-        from engine.etl.config import load_config
 
         outputs = config_outputs(load_config(config))
     else:
         if not topic or not pool:
             raise UserError("give --topic and --pool (or an ETL configuration)")
-        outputs = [Output(pool, topic)]
+        outputs = [DeliveryOutput(pool, topic)]
     the_lake = resolve_lake(lake)
     registry = conn.registry(required=fmt is OutputFormat.avro)
     if shaper is not None and not shaper.is_file():
         raise UserError(f"{shaper}: no such shaper file")
-    spark: Callable[[], Any] | None = None
+    spark: Callable[[], SparkSession] | None = None
     if shaper is not None:
-
-        def spark() -> Any:
-            from engine.settings.spark import load_spark_settings
-            from engine.spark import get_spark
-
-            return get_spark(load_spark_settings(spark_master))
+        spark = functools.partial(spark_session, spark_master)
 
     stop = threading.Event()
     with stop_on_signals(stop, "the transaction"):

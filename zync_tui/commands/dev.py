@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from engine.errors import ZyncError
-from engine.local import stack
-from engine.local.stack import ComponentStatus
+if TYPE_CHECKING:
+    from engine.api import ComponentStatus
+
+#: engine.api.DEV_READY_TIMEOUT and DEV_STOP_TIMEOUT, written out so that `zync --help`
+#: need not import the engine (a unit test checks they agree)
+READY_TIMEOUT = 60.0
+STOP_TIMEOUT = 10.0
 
 app = typer.Typer(
     help=(
@@ -71,14 +75,18 @@ def up(
     ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for each component to answer.")
-    ] = stack.READY_TIMEOUT,
+    ] = READY_TIMEOUT,
 ) -> None:
     """Start the broker and the registry (nothing happens for parts already running).
 
     Writes ~/.zync/kafka.json and ~/.zync/schema_registry.json unless they point at another cluster, which is kept as it is.
     """
+    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+    # `zync --help` stays fast (likewise in every command module)
+    from engine.api import ZyncError, dev_up
+
     try:
-        report = stack.up(broker_port, registry_port, timeout=timeout)
+        report = dev_up(broker_port, registry_port, timeout=timeout)
     except ZyncError as exc:
         raise _fail(exc) from None
     _notes(report.notes)
@@ -89,14 +97,16 @@ def up(
 def down(
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL.")
-    ] = stack.STOP_TIMEOUT,
+    ] = STOP_TIMEOUT,
 ) -> None:
     """Stop the broker and the registry started by `zync dev up` (their data is kept).
 
     Removes the profiles `zync dev up` wrote, unless they were changed since.
     """
+    from engine.api import ZyncError, dev_down
+
     try:
-        report = stack.down(timeout=timeout)
+        report = dev_down(timeout=timeout)
     except ZyncError as exc:
         raise _fail(exc) from None
     _notes(report.notes)
@@ -110,8 +120,10 @@ def status(
 
     Exits with 1 when a component is not running or not healthy.
     """
+    from engine.api import ZyncError, dev_status
+
     try:
-        components = stack.status()
+        components = dev_status()
     except ZyncError as exc:
         raise _fail(exc) from None
     if as_json:

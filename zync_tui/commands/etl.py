@@ -5,8 +5,9 @@ runs on its own (``python -m zync_tui.commands.etl etl CONFIG``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,7 +17,7 @@ from zync_tui.errors import UserError, user_errors
 from zync_tui.options import SparkMasterOption
 
 if TYPE_CHECKING:
-    from engine.etl import EtlRunner
+    from engine.api import EtlRunner, ExpiredRecord, PendingRecord
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -35,12 +36,16 @@ LimitOpt = Annotated[
 
 
 def _runner(config: Path, lake: Path | None, spark_master: str | None = None) -> EtlRunner:
-    from engine.etl import EtlRunner, load_config
-    from engine.jvm.java import JavaNotFoundError
-    from engine.lake.pools import Lake
-    from engine.settings.lake import lake_path
-    from engine.settings.spark import load_spark_settings
-    from engine.spark import get_spark
+    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+    # `zync --help` stays fast (likewise in every command module)
+    from engine.api import (
+        EtlRunner,
+        Lake,
+        get_spark,
+        lake_path,
+        load_config,
+        load_spark_settings,
+    )
 
     etl_config = load_config(config)
     root = lake if lake is not None else lake_path()
@@ -56,7 +61,7 @@ def _short(text: str | None, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _echo_json(data: Any) -> None:
+def _echo_json(data: object) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
@@ -90,10 +95,17 @@ def etl(
             console.print(table)
 
 
-def _print_records(kind: str, records: list[Any], limit: int, *, as_json: bool, with_value: bool) -> None:
+def _print_records(
+    kind: str,
+    records: Sequence[PendingRecord] | Sequence[ExpiredRecord],
+    limit: int,
+    *,
+    as_json: bool,
+    with_value: bool,
+) -> None:
     """The `pending`/`expired` listing: JSON, or a table (topic, partition, offset, key, rule,
-    age[, value])."""
-    from engine.etl.expiry import format_age
+    age[, value: expired records])."""
+    from engine.api import ExpiredRecord, format_age
 
     if as_json:
         _echo_json([r.to_json() for r in records])
@@ -106,7 +118,8 @@ def _print_records(kind: str, records: list[Any], limit: int, *, as_json: bool, 
     table = Table(*columns, title=title)
     for r in records:
         cells = [r.topic, str(r.partition), str(r.offset), _short(r.key), r.rule or "(none)", format_age(r.age)]
-        table.add_row(*cells, *([_short(r.value)] if with_value else []))
+        value = [_short(r.value)] if with_value and isinstance(r, ExpiredRecord) else []
+        table.add_row(*cells, *value)
     console.print(table)
 
 

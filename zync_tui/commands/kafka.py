@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,6 +32,11 @@ from rich.table import Table
 from zync_tui.commands import standalone_app
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError, user_errors, warn
+
+if TYPE_CHECKING:
+    from engine.api import BadRecord, KafkaProfile, RegistryProfile
+
+T = TypeVar("T")
 
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -134,19 +139,25 @@ _TIMEOUT_OPTION = (
 class Connection:
     """The connection options of one command; loads profiles on demand."""
 
-    kafka_overrides: dict[str, Any]
-    registry_overrides: dict[str, Any]
+    kafka_overrides: dict[str, object]
+    registry_overrides: dict[str, object]
     timeout: float = 10.0
 
-    def kafka(self) -> Any:
-        from engine.settings.kafka import load_kafka_profile
+    def kafka(self) -> "KafkaProfile":
+        # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+        # `zync --help` stays fast (likewise in every command module)
+        from engine.api import load_kafka_profile
 
         return _with_warnings(lambda: load_kafka_profile(self.kafka_overrides))
 
-    def registry(self, *, required: bool) -> Any:
+    @typing.overload
+    def registry(self, *, required: Literal[True]) -> "RegistryProfile": ...
+    @typing.overload
+    def registry(self, *, required: bool) -> "RegistryProfile | None": ...
+
+    def registry(self, *, required: bool) -> "RegistryProfile | None":
         """The registry profile; None when nothing configures one and it is optional."""
-        from engine.settings.errors import NotConfiguredError
-        from engine.settings.registry import load_registry_profile
+        from engine.api import NotConfiguredError, load_registry_profile
 
         try:
             return _with_warnings(lambda: load_registry_profile(self.registry_overrides))
@@ -156,7 +167,7 @@ class Connection:
             return None
 
 
-def _with_warnings(load: Callable[[], Any]) -> Any:
+def _with_warnings(load: Callable[[], T]) -> T:
     """Run ``load`` and show the warnings it raised (an exposed credentials file) on stderr."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -275,10 +286,16 @@ def produce(
 
     Every record is checked against its schema before any is sent; a mistake names the input line and field. Registers <topic>-key / <topic>-value and creates the topic when missing.
     """
-    from engine.kafka import produce as engine_produce
-    from engine.kafka import produce_input
-    from engine.kafka.codecs.formats import Format
-    from engine.kafka.registry_client import RegistrySchemas
+    from engine.api import (
+        Format,
+        ProduceOptions,
+        RegistrySchemas,
+        describe_produce,
+        load_input_records,
+        load_schema_file,
+        read_input_sources,
+    )
+    from engine.api import produce as produce_records
 
     profile = conn.kafka()
     registry_profile = conn.registry(required=fmt is ProduceFormat.avro)
@@ -286,13 +303,13 @@ def produce(
         fmt = ProduceFormat.avro if registry_profile is not None else ProduceFormat.json
     if not files and sys.stdin.isatty():
         _err.print("reading JSON records from standard input (end with Ctrl-D)")
-    sources = produce_input.read_sources(files or [])
-    records = produce_input.load_records(sources, key_field=key, envelope=envelope)
-    options = engine_produce.ProduceOptions(
+    sources = read_input_sources(files or [])
+    records = load_input_records(sources, key_field=key, envelope=envelope)
+    options = ProduceOptions(
         topic=topic,
         format=Format.parse(fmt.value),
-        key_schema=produce_input.load_schema_file(key_schema) if key_schema else None,
-        value_schema=produce_input.load_schema_file(value_schema) if value_schema else None,
+        key_schema=load_schema_file(key_schema) if key_schema else None,
+        value_schema=load_schema_file(value_schema) if value_schema else None,
         namespace=namespace,
         bytes_fields=tuple(f.strip() for f in (bytes_fields or "").split(",") if f.strip()),
         partitions=partitions,
@@ -300,11 +317,11 @@ def produce(
     )
     registry = (
         RegistrySchemas(registry_profile, timeout=conn.timeout)
-        if fmt is ProduceFormat.avro
+        if fmt is ProduceFormat.avro and registry_profile is not None
         else None
     )
-    report = engine_produce.produce(profile, records, options, registry)
-    for line in engine_produce.describe(report):
+    report = produce_records(profile, records, options, registry)
+    for line in describe_produce(report):
         _out.print(escape(line))
 
 
@@ -360,8 +377,14 @@ def consume(
 
     Starts at the end (new records only) unless told otherwise, and waits for records until Ctrl-C, --max or --exit-after. The kafka part holds topic, partition, offset and timestamp (ms). Undecodable records are reported on stderr with topic, partition and offset, and skipped (--strict: exit 1).
     """
-    from engine.kafka import consume as engine_consume
-    from engine.kafka.registry_client import RegistrySchemas
+    from engine.api import (
+        CONSUME_BEGINNING,
+        CONSUME_END,
+        ConsumeOptions,
+        RegistrySchemas,
+        consumed_json,
+    )
+    from engine.api import consume as consume_records
 
     if sum([from_beginning, offset is not None]) > 1 or (group and offset is not None):
         raise UserError("--from-beginning, --offset and --group: choose one "
@@ -374,12 +397,12 @@ def consume(
         if registry_profile is not None
         else None
     )
-    start: str | int = engine_consume.END
+    start: str | int = CONSUME_END
     if from_beginning:
-        start = engine_consume.BEGINNING
+        start = CONSUME_BEGINNING
     elif offset is not None:
         start = offset
-    options = engine_consume.ConsumeOptions(
+    options = ConsumeOptions(
         topic=topic,
         start=start,
         group=group,
@@ -392,14 +415,14 @@ def consume(
         timeout=conn.timeout,
     )
 
-    def report(bad: Any) -> None:
+    def report(bad: "BadRecord") -> None:
         _err.print(f"[bold red]error:[/] {escape(str(bad))}")
 
-    records = engine_consume.consume(profile, options, schemas=schemas, on_error=report)
+    records = consume_records(profile, options, schemas=schemas, on_error=report)
     out = sys.stdout
     try:
         for record in records:
-            out.write(engine_consume.dumps(record))
+            out.write(consumed_json(record))
             out.write("\n")
             out.flush()
     finally:
@@ -415,7 +438,7 @@ def ls(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the Schema Registry's subjects with their latest version and schema id."""
-    from engine.kafka.registry_client import RegistrySchemas
+    from engine.api import RegistrySchemas
 
     schemas = RegistrySchemas(conn.registry(required=True), timeout=conn.timeout)
     rows = []
@@ -476,7 +499,7 @@ def info(
 
     The low watermark is the first offset the partition still holds, the high watermark the offset its next record gets (with transactions, it includes the markers that close them).
     """
-    from engine.kafka.clients import consumer, topic_partitions, watermarks
+    from engine.api import consumer, topic_partitions, watermarks
 
     profile = conn.kafka()
     partitions = topic_partitions(profile, topic, conn.timeout)

@@ -1,7 +1,7 @@
-"""`zync pool create|ls|show|vacuum|compact|checkpoint`, `zync from-kafka`, `zync query`.
+"""`zync pool create|ls|show|vacuum|compact|checkpoint`: the pools of a lake.
 
-The lead's CLI adds them with :func:`register`. Run alone:
-``python -m zync_tui.commands.pool from-kafka -t TOPIC -p POOL``.
+The lead's CLI adds the group with :func:`register`. Run alone:
+``python -m zync_tui.commands.pool pool ls``.
 
 Every command takes ``--lake PATH`` (default ``$ZYNC_LAKE``, else ``~/.zync/lake``).
 Errors are one line on stderr (exit 1); Ctrl-C exits with 130 and no traceback.
@@ -9,33 +9,25 @@ Errors are one line on stderr (exit 1); Ctrl-C exits with 130 and no traceback.
 
 # No `from __future__ import annotations`: typer reads the annotations at import time.
 
-import csv
 import enum
 import json
-import re
-import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from engine.durations import format_seconds
 from zync_tui.commands import standalone_app
-from zync_tui.commands.kafka import Connection, with_connection
-from zync_tui.durations import duration_option
-from zync_tui.errors import UserError, user_errors, warn
-from zync_tui.options import SparkMasterOption
+from zync_tui.errors import lake_errors, warn
+from zync_tui.options import LakeOption, open_lake
+from zync_tui.sizes import format_size, parse_size
+
+if TYPE_CHECKING:
+    from engine.api import Pool
 
 _out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 app = typer.Typer(
     help=(
@@ -45,15 +37,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-LakeOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--lake",
-        metavar="PATH",
-        help="The lake directory (default: $ZYNC_LAKE, else ~/.zync/lake).",
-        show_default=False,
-    ),
-]
 NameArgument = Annotated[str, typer.Argument(help="The pool's name.", show_default=False)]
 
 
@@ -62,70 +45,11 @@ class Kind(enum.StrEnum):
     staging = "staging"
 
 
-class OnError(enum.StrEnum):
-    deadletter = "deadletter"
-    fail = "fail"
-
-
-class InputFormat(enum.StrEnum):
-    auto = "auto"
-    avro = "avro"
-    connect_json = "connect-json"
-    json = "json"
-
-
-class OutputFormat(enum.StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
 
 # --------------------------------------------------------------------------- helpers
 
 
-@contextmanager
-def _errors() -> Iterator[None]:
-    """user_errors(), plus the lake's own errors (PoolError, delta-rs) as one line."""
-    from deltalake.exceptions import DeltaError
-
-    from engine.lake.pools import PoolError
-
-    with user_errors():
-        try:
-            yield
-        except (PoolError, DeltaError) as exc:
-            raise UserError(str(exc).strip().splitlines()[0]) from None
-
-
-def _lake(path: Path | None) -> Any:
-    from engine.lake.pools import Lake
-    from engine.settings.lake import lake_path
-
-    return Lake(path if path is not None else lake_path())
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?b)?\s*$", re.I)
-
-
-def parse_size(text: str) -> int:
-    """``"64MiB"``/``"64MB"``/``"64m"``/``"1000"`` → bytes (binary units)."""
-    match = _SIZE.match(text)
-    if not match:
-        raise typer.BadParameter(f"{text!r} is not a size: use e.g. 1000, 512KiB, 64MiB, 1GiB")
-    unit = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[match.group(2).lower()]
-    return int(float(match.group(1)) * unit)
-
-
-def _when(ts: Any) -> str:
+def _when(ts: datetime | float | None) -> str:
     if ts is None:
         return "-"
     if isinstance(ts, int | float):
@@ -133,8 +57,8 @@ def _when(ts: Any) -> str:
     return ts.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _pool_summary(pool: Any) -> dict[str, Any]:
-    import pyarrow as pa
+def _pool_summary(pool: "Pool") -> dict[str, Any]:
+    import pyarrow as pa  # deferred: pyarrow, only when a pool is read
     import pyarrow.compute as pc
 
     actions = pa.table(pool.table.get_add_actions(flatten=True))
@@ -164,8 +88,8 @@ def create(
     ] = False,
 ) -> None:
     """Create an empty pool."""
-    with _errors():
-        pool = _lake(lake).create_pool(name, kind.value, exist_ok=exist_ok)
+    with lake_errors():
+        pool = open_lake(lake).create_pool(name, kind.value, exist_ok=exist_ok)
         _out.print(f"pool {escape(pool.name)} ({pool.kind}) at {escape(str(pool.path))}")
 
 
@@ -175,8 +99,8 @@ def list_pools(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the pools: name, kind, version, rows, topics, size."""
-    with _errors():
-        the_lake = _lake(lake)
+    with lake_errors():
+        the_lake = open_lake(lake)
         pools, problems = [], {}
         for name in the_lake.pool_names():
             try:
@@ -196,16 +120,16 @@ def list_pools(
         for p in pools:
             table.add_row(
                 escape(p["name"]), p["kind"], str(p["version"]), f"{p['rows']:,}",
-                escape(", ".join(p["topics"])) or "-", _size(p["size_bytes"]),
+                escape(", ".join(p["topics"])) or "-", format_size(p["size_bytes"]),
             )
         _out.print(table)
         for name, problem in problems.items():
             warn(f"{escape(name)}: {escape(problem)}")
 
 
-def _topic_rows(pool: Any) -> list[dict[str, Any]]:
+def _topic_rows(pool: "Pool") -> list[dict[str, Any]]:
     """Per topic/partition: records, dead letters, min/max offset and the stored position."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow, only when a pool is read
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
@@ -241,8 +165,8 @@ def _topic_rows(pool: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _dead_letter_stages(pool: Any) -> dict[str, int]:
-    import pyarrow.compute as pc
+def _dead_letter_stages(pool: "Pool") -> dict[str, int]:
+    import pyarrow.compute as pc  # deferred: pyarrow, only when a pool is read
     import pyarrow.dataset as ds
 
     scan = pool.table.to_pyarrow_dataset().to_table(
@@ -254,7 +178,7 @@ def _dead_letter_stages(pool: Any) -> dict[str, int]:
     return {r["stage"]: r["stage_count"] for r in agg.to_pylist()}
 
 
-def _history(pool: Any, limit: int) -> list[dict[str, Any]]:
+def _history(pool: "Pool", limit: int) -> list[dict[str, Any]]:
     out = []
     for entry in pool.table.history(limit):
         metrics = entry.get("operationMetrics") or {}
@@ -274,7 +198,7 @@ def _type_text(text: str | None) -> str:
     if not text:
         return "-"
     try:
-        from pyspark.sql.types import _parse_datatype_json_string
+        from pyspark.sql.types import _parse_datatype_json_string  # deferred: pyspark
 
         return _parse_datatype_json_string(text).simpleString()
     except Exception:  # noqa: BLE001
@@ -289,10 +213,10 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Show a pool: its types, per topic/partition offsets and dead letters, last commits."""
-    from engine.lake.maintenance import last_checkpoint
+    from engine.api import last_checkpoint  # deferred: keeps `zync --help` fast
 
-    with _errors():
-        pool = _lake(lake).open_pool(name)
+    with lake_errors():
+        pool = open_lake(lake).open_pool(name)
         summary = _pool_summary(pool)
         topics = _topic_rows(pool)
         stages = _dead_letter_stages(pool)
@@ -316,7 +240,7 @@ def show(
         _out.print(
             f"[bold]{escape(pool.name)}[/] ({pool.kind}) at {escape(str(pool.path))}\n"
             f"version {pool.version} · {summary['rows']:,} rows in {summary['files']} files "
-            f"({_size(summary['size_bytes'])}) · last seqno {pool.last_seqno()} · "
+            f"({format_size(summary['size_bytes'])}) · last seqno {pool.last_seqno()} · "
             f"dead letters {dead_total:,}"
             + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(stages.items()))})" if stages else "")
             + f" · last checkpoint {last_checkpoint(pool) if last_checkpoint(pool) is not None else '-'}"
@@ -367,10 +291,10 @@ def vacuum(
     ] = False,
 ) -> None:
     """Delete files no snapshot within the retention needs (e.g. those compaction replaced)."""
-    from engine.lake.maintenance import vacuum as do_vacuum
+    from engine.api import vacuum as do_vacuum  # deferred: keeps `zync --help` fast
 
-    with _errors():
-        pool = _lake(lake).open_pool(name)
+    with lake_errors():
+        pool = open_lake(lake).open_pool(name)
         result = do_vacuum(pool, retention_hours=retention, dry_run=dry_run, enforce_retention=not force)
         verb = "would delete" if dry_run else "deleted"
         _out.print(f"{escape(name)}: {verb} {len(result.files)} file(s) older than {retention}h")
@@ -389,11 +313,11 @@ def compact(
 ) -> None:
     """Rewrite small files into large ones (rows, seqnos and positions unchanged), then
     write a checkpoint."""
-    from engine.lake.maintenance import checkpoint
-    from engine.lake.maintenance import compact as do_compact
+    from engine.api import checkpoint  # deferred: keeps `zync --help` fast
+    from engine.api import compact as do_compact
 
-    with _errors():
-        pool = _lake(lake).open_pool(name)
+    with lake_errors():
+        pool = open_lake(lake).open_pool(name)
         result = do_compact(pool, target_size=parse_size(target_size))
         if result.version is None:
             _out.print(f"{escape(name)}: nothing to compact")
@@ -408,333 +332,20 @@ def compact(
 @app.command("checkpoint")
 def checkpoint_command(name: NameArgument, lake: LakeOption = None) -> None:
     """Write a Delta checkpoint (keeps opening and committing to the pool fast)."""
-    from engine.lake.maintenance import checkpoint
+    from engine.api import checkpoint  # deferred: keeps `zync --help` fast
 
-    with _errors():
-        version = checkpoint(_lake(lake).open_pool(name))
+    with lake_errors():
+        version = checkpoint(open_lake(lake).open_pool(name))
         _out.print(f"{escape(name)}: checkpoint at version {version}")
 
 
-# --------------------------------------------------------------------------- from-kafka
-
-
-def _lag_text(lags: dict[str, int | None]) -> str:
-    return " ".join(f"{t}={lag:,}" if lag is not None else f"{t}=?" for t, lag in sorted(lags.items()))
-
-
-class _Reporter:
-    """One stats line per commit; a progress bar per pool on a terminal while catching up."""
-
-    def __init__(self, quiet: bool, progress: bool) -> None:
-        self.quiet = quiet
-        self.progress = None
-        self.tasks: dict[str, Any] = {}
-        self.lock = threading.Lock()
-        if progress and _out.is_terminal and not quiet:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]}"),
-                TimeRemainingColumn(),
-                console=_out,
-                transient=True,
-            )
-
-    def __enter__(self) -> "_Reporter":
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-    def note(self, kind: str, text: str) -> None:
-        """An outage of Kafka or the registry began or ended: said even with --quiet."""
-        if kind in ("unreachable", "back"):
-            with self.lock:
-                stamp = time.strftime("%H:%M:%S")
-                _err.print(f"[dim]{stamp}[/] {escape(text)}")
-
-    def __call__(self, info: Any) -> None:
-        lags = info.topic_lag()
-        pool = info.stats.pool(info.pool)
-        with self.lock:
-            if not self.quiet:
-                dead = f" {info.dead_letters:,} dead letter(s)" if info.dead_letters else ""
-                skipped = f" ({info.skipped:,} already there)" if info.skipped else ""
-                upkeep = f" · {'; '.join(info.upkeep)}" if info.upkeep else ""
-                _out.print(
-                    f"{escape(info.pool)} v{info.version}: +{info.records:,} records{dead}{skipped}"
-                    f" · lag {escape(_lag_text(lags))} · {info.seconds:.2f}s{escape(upkeep)}"
-                )
-            if self.progress is None or pool is None:
-                return
-            lag = pool.lag
-            task = self.tasks.get(info.pool)
-            if task is None:
-                if not lag:
-                    return  # caught up: no bar
-                task = self.progress.add_task(info.pool, total=pool.records + lag, rate="")
-                self.tasks[info.pool] = task
-            total = pool.records + (lag or 0)
-            self.progress.update(
-                task, completed=pool.records, total=max(total, 1), rate=f"{pool.rate:,.0f} rec/s",
-                visible=bool(lag),
-            )
-
-
-def from_kafka(
-    conn: Connection,
-    config: Annotated[
-        Path | None,
-        typer.Argument(help="An ETL configuration: its `inputs:` list ({topic, pool}) says what to read.",
-                       show_default=False, metavar="[CONFIG.yaml]"),
-    ] = None,
-    topics: Annotated[
-        list[str] | None,
-        typer.Option("--topic", "-t", help="A topic to read (repeatable).", show_default=False),
-    ] = None,
-    pool: Annotated[
-        str | None,
-        typer.Option("--pool", "-p", help="The raw pool the --topic records go to.", show_default=False),
-    ] = None,
-    lake: LakeOption = None,
-    create_pool: Annotated[
-        bool, typer.Option("--create-pool", help="Create missing pools.")
-    ] = False,
-    max_records: Annotated[
-        int, typer.Option(min=1, help="Commit when a batch holds this many records.")
-    ] = 100_000,
-    max_bytes: Annotated[
-        str, typer.Option(metavar="SIZE", help="... or this many bytes of values (e.g. 64MiB).")
-    ] = "64MiB",
-    interval: Annotated[
-        float | None,
-        typer.Option(parser=duration_option, metavar="DURATION", show_default=False,
-                     help="... or when its oldest record has waited this long (default 1s)."),
-    ] = None,
-    exit_after: Annotated[
-        float | None,
-        typer.Option(parser=duration_option, metavar="DURATION",
-                     help="Exit after this long without a new record (for scripts).", show_default=False),
-    ] = None,
-    fmt: Annotated[
-        InputFormat, typer.Option("--format", "-f", help="Value format (auto: decided from the first records).")
-    ] = InputFormat.auto,
-    key_format: Annotated[InputFormat, typer.Option(help="Key format.")] = InputFormat.auto,
-    on_error: Annotated[
-        OnError,
-        typer.Option(help="A record that cannot be decoded or shaped: keep it as a dead letter, "
-                          "or fail before committing its batch."),
-    ] = OnError.deadletter,
-    workers_group: Annotated[
-        str | None,
-        typer.Option("--workers-group", metavar="GROUP",
-                     help="Share the partitions with the other from-kafka processes of this "
-                          "consumer group (each takes its share; the survivors take over from a "
-                          "worker that stops or dies). Partitions still start where the pool's "
-                          "Delta log says, never at the group's offsets. Default: this process "
-                          "reads every partition.", show_default=False),
-    ] = None,
-    group: Annotated[
-        str | None,
-        typer.Option(metavar="GROUP",
-                     help="Consumer group the committed positions are mirrored to, for lag "
-                          "tools only (default: zync-<pool>; with --workers-group, that group, "
-                          "committed by its members themselves, as an active group refuses "
-                          "commits from outside it; '' for none). Another name than "
-                          "--workers-group must be a group no consumer subscribes to.",
-                     show_default=False),
-    ] = None,
-    shaper: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE.sql", help="A Spark SQL SELECT over the view `batch` applied "
-                                              "before each commit.", show_default=False),
-    ] = None,
-    spark_master: SparkMasterOption = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No stats lines.")] = False,
-    progress: Annotated[
-        bool, typer.Option(help="A progress bar on a terminal while catching up.")
-    ] = True,
-) -> None:
-    """Copy Kafka topics into raw pools, exactly once.
-
-    Every partition (or, with --workers-group, this worker's share); resumes where the pool's Delta log says, after a crash too. One line per commit: pool, Delta version, records, dead letters and lag per topic. Spark runs only with --shaper.
-    """
-    from engine.ingest.loop import Ingest
-    from engine.ingest.options import IngestInput, IngestOptions, load_inputs
-    from engine.lake.shaper import Shaper
-
-    with _errors():
-        if config is not None and (topics or pool):
-            raise UserError("give either CONFIG.yaml or --topic/--pool, not both")
-        if config is not None:
-            inputs = load_inputs(config)
-        else:
-            if not topics or not pool:
-                raise UserError("say what to read: --topic TOPIC --pool POOL (or a CONFIG.yaml)")
-            inputs = [IngestInput(t, pool) for t in topics]
-        shaper_sql = None
-        if shaper is not None:
-            shaper_sql = Shaper.from_file(shaper).sql
-        options = IngestOptions(
-            max_records=max_records,
-            max_bytes=parse_size(max_bytes),
-            interval=interval if interval is not None else 1.0,
-            exit_after=exit_after,
-            value_format=fmt.value,
-            key_format=key_format.value,
-            on_error=on_error.value,
-            group=group,
-            workers_group=workers_group,
-            shaper=shaper_sql,
-            shaper_source=str(shaper) if shaper else "<shaper>",
-            create_pools=create_pool,
-        )
-        registry = conn.registry(required=False)
-        ingest = Ingest(
-            inputs,
-            lake=_lake(lake),
-            kafka=conn.kafka(),
-            registry=registry,
-            options=options,
-            spark=lambda: _spark(spark_master),  # started only with a shaper
-        )
-        started = time.monotonic()
-        with _Reporter(quiet, progress) as reporter:
-            stats = ingest.run(on_commit=reporter, on_note=reporter.note)
-        elapsed = time.monotonic() - started
-        if not quiet:
-            why = f" (idle for {format_seconds(exit_after)})" if exit_after else ""
-            _err.print(
-                f"from-kafka stopped{why}: {stats.records:,} records, "
-                f"{stats.dead_letters:,} dead letters in {elapsed:.1f}s"
-            )
-
-
-# --------------------------------------------------------------------------- query
-
-
-def _spark(master: str | None = None) -> Any:
-    """The SparkSession: ``master`` (--spark-master), else $ZYNC_SPARK_MASTER, spark.json,
-    local[*]."""
-    from engine.settings.spark import load_spark_settings
-    from engine.spark import get_spark
-
-    return get_spark(load_spark_settings(master))
-
-
-def _as_text(df: Any) -> Any:
-    """Every column as text: nested values as JSON, NULL stays NULL."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
-
-    cols = []
-    for field in df.schema.fields:
-        col = F.col(f"`{field.name}`")
-        if isinstance(field.dataType, StructType | ArrayType | MapType):
-            col = F.to_json(col)
-        elif isinstance(field.dataType, BinaryType):
-            col = F.base64(col)
-        cols.append(col.cast("string").alias(field.name))
-    return df.select(*cols)
-
-
-def query(
-    sql: Annotated[str, typer.Argument(help="Spark SQL; every pool is a view (see below).",
-                                       show_default=False)],
-    lake: LakeOption = None,
-    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
-    as_of: Annotated[
-        int | None,
-        typer.Option("--as-of", metavar="VERSION", min=0, help="Read every pool at this Delta version (for one pool: P VERSION AS OF n).",
-                     show_default=False),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=0, help="Print at most this many rows.", show_default=False)
-    ] = None,
-    spark_master: SparkMasterOption = None,
-) -> None:
-    """Run Spark SQL over the pools of the lake.
-
-    Each pool P is the view P: its records (seqno, kafka, key, value), typed, so value.after.ID works; with P_deadletters (seqno, kafka, stage, error, key_bytes, value_bytes) and, for staging pools, P_markers. A '-' in a pool name becomes '_' (raw-2024 is raw_2024).
-
-    Time travel, per reference: P VERSION AS OF n, or P TIMESTAMP AS OF 'YYYY-MM-DD HH:MM:SS' (the newest version committed by then; UTC unless spark.json sets the session time zone); several versions of one pool may meet in a query. --as-of n reads every pool at version n. Delta's DESCRIBE HISTORY P \\[LIMIT n] and DESCRIBE DETAIL P take the pool names you see.
-
-    Examples:
-      zync query "SELECT value.after.ID FROM Raw WHERE value.op = 'c'"
-      zync query "SELECT count(*) FROM Staging VERSION AS OF 3"
-      zync query "SELECT * FROM Raw TIMESTAMP AS OF '2026-11-23 10:00:00'"
-      zync query "SELECT n.* FROM Staging VERSION AS OF 5 n
-                  LEFT ANTI JOIN Staging VERSION AS OF 3 o USING (seqno)"
-      zync query "DESCRIBE HISTORY Raw LIMIT 5"
-      zync query "DESCRIBE DETAIL `raw-2024`"
-    """
-    from engine.lake.query import query as run_query
-
-    with _errors():
-        spark = _spark(spark_master)
-        df, catalog = run_query(spark, _lake(lake), sql, as_of=as_of)
-        for name, reason in catalog.skipped.items():
-            if as_of is None:
-                warn(f"{escape(name)} skipped: {escape(reason)}")
-        if limit is not None:
-            df = df.limit(limit)
-        try:
-            if fmt is OutputFormat.json:
-                from pyspark.sql import functions as F
-
-                lines = df.select(
-                    F.to_json(F.struct("*"), {"ignoreNullFields": "false"}).alias("j")
-                ).collect()
-                for row in lines:
-                    sys.stdout.write(row["j"] + "\n")
-                return
-            text = _as_text(df)
-            names = text.columns
-            rows = [[r[i] for i in range(len(names))] for r in text.collect()]
-        except Exception as exc:
-            from pyspark.errors import PySparkException
-
-            if isinstance(exc, PySparkException):
-                raise UserError(str(exc).strip().splitlines()[0]) from None
-            raise
-        if fmt is OutputFormat.csv:
-            writer = csv.writer(sys.stdout, lineterminator="\n")
-            writer.writerow(names)
-            writer.writerows([["" if v is None else v for v in row] for row in rows])
-            return
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        for name in names:
-            table.add_column(escape(name), overflow="fold")
-        for row in rows:
-            table.add_row(*[escape(v) if v is not None else "[dim]NULL[/]" for v in row])
-        _out.print(table)
-        _err.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-
-
-# --------------------------------------------------------------------------- wiring
-
-
 def register(root: typer.Typer) -> None:
-    """Add the `pool` group and the top-level `from-kafka` and `query` commands."""
+    """Add the `pool` group."""
     root.add_typer(app, name="pool")
-    root.command(name="from-kafka")(with_connection()(from_kafka))
-    root.command(name="query")(query)
 
 
 def make_app() -> typer.Typer:
-    """A typer app with just these commands (tests, ``python -m``)."""
+    """A typer app with just this group (tests, ``python -m``)."""
     return standalone_app(register)
 
 

@@ -9,9 +9,10 @@ with :func:`register`; it also runs alone (``python -m zync_tui.commands.run run
 # import time and typer needs real annotation objects.
 
 import enum
+import functools
 import threading
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
@@ -29,6 +30,10 @@ from zync_tui.commands.deliver import (
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError
+from zync_tui.options import spark_session
+
+if TYPE_CHECKING:
+    from engine.api import KafkaProfile, Lake
 
 
 class Loop(enum.StrEnum):
@@ -90,18 +95,14 @@ def run(
 
     Creates the configuration's pools when missing. Prints one line per event.
     """
-    from engine.services import FAILED, Pipeline
+    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+    # `zync --help` stays fast (likewise in every command module)
+    from engine.api import FAILED, Pipeline
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")
     the_lake = resolve_lake(lake) if lake is not None else _default_lake()
     registry = conn.registry(required=fmt is OutputFormat.avro)
-
-    def spark() -> Any:
-        from engine.settings.spark import load_spark_settings
-        from engine.spark import get_spark
-
-        return get_spark(load_spark_settings(spark_master))
 
     kafka = conn.kafka()
     if only is None or set(only) != {Loop.etl}:
@@ -111,7 +112,7 @@ def run(
         the_lake,
         kafka=kafka,
         registry=registry,
-        spark=spark,
+        spark=functools.partial(spark_session, spark_master),
         etl_interval=etl_interval,
         format=None if fmt is None else fmt.value,
         envelope=None if envelope is None else envelope.value,
@@ -146,11 +147,11 @@ def run(
 _PREFLIGHT: Final = 5.0
 
 
-def _refuse_early(kafka: Any) -> None:
+def _refuse_early(kafka: "KafkaProfile") -> None:
     """Fail before starting any loop (and Spark) when the brokers refuse our settings (a
     wrong password, an untrusted certificate); brokers merely not up yet are waited for
     by the loops themselves."""
-    from engine.kafka.clients import KafkaRefused, KafkaUnavailable, check_reachable
+    from engine.api import KafkaRefused, KafkaUnavailable, check_reachable
 
     try:
         check_reachable(kafka, timeout=_PREFLIGHT)
@@ -160,9 +161,8 @@ def _refuse_early(kafka: Any) -> None:
         pass
 
 
-def _default_lake() -> Any:
-    from engine.lake.pools import Lake
-    from engine.settings.lake import lake_path
+def _default_lake() -> "Lake":
+    from engine.api import Lake, lake_path
 
     root = lake_path()
     root.mkdir(parents=True, exist_ok=True)

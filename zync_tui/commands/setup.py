@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from engine.jvm import artifacts
 from zync_tui.errors import err_console, user_errors
 
 
@@ -28,16 +27,20 @@ def setup(
     (~/.cache/zync/jvm, or $ZYNC_JVM_CACHE) and zync runs offline afterwards. Needs Maven
     Central the first time. The README's set-up commands run this for you.
     """
+    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
+    # `zync --help` stays fast (likewise in every command module)
+    from engine.api import fetch_jvm_artifacts, jvm_artifact_sets, jvm_cache_dir, jvm_resolved
+
     with user_errors():
-        for name, aset in artifacts.declared_sets().items():
-            already = artifacts.resolved(name) is not None
-            found = artifacts.fetch(
+        for name, aset in jvm_artifact_sets().items():
+            already = jvm_resolved(name) is not None
+            found = fetch_jvm_artifacts(
                 name, resolver=resolver, progress=lambda line: err_console.print(line, soft_wrap=True)
             )
             if not (quiet and already):
                 err_console.print(
                     f"{name}: {len(found.jars)} jars ({found.resolver}) in "
-                    f"{artifacts.cache_dir()} — {aset.purpose}",
+                    f"{jvm_cache_dir()} — {aset.purpose}",
                     soft_wrap=True,
                 )
 
@@ -53,7 +56,7 @@ def version(
 
     import confluent_kafka
 
-    import engine
+    from engine.api import SETUP_COMMAND, __version__, jvm_artifact_sets, jvm_resolved
 
     def dist(name: str) -> str:
         try:
@@ -62,7 +65,7 @@ def version(
             return "not installed"
 
     rows = [
-        ("zync", engine.__version__),
+        ("zync", __version__),
         ("spark (pyspark)", dist("pyspark")),
         ("delta-spark", dist("delta-spark")),
         ("delta-rs (deltalake)", dist("deltalake")),
@@ -70,10 +73,10 @@ def version(
         ("confluent-kafka", dist("confluent-kafka")),
         ("textual", dist("textual")),
     ]
-    for name, aset in artifacts.declared_sets().items():
-        found = artifacts.resolved(name)
+    for name, aset in jvm_artifact_sets().items():
+        found = jvm_resolved(name)
         for coordinate in aset.artifacts:
-            state = "" if found else f"  (not fetched: run `{artifacts.SETUP_COMMAND}`)"
+            state = "" if found else f"  (not fetched: run `{SETUP_COMMAND}`)"
             rows.append((f"jvm {name}: {coordinate.group}:{coordinate.artifact}",
                          coordinate.version + state))
         if found and all_jars:

@@ -3,83 +3,58 @@ demo and the tests.
 
 All engine work runs in thread workers (``@work(thread=True, ...)``) that post past-tense
 messages (:mod:`zync_tui.console.messages`); the event loop only updates widgets. Each
-kind of poll (topics, loops, ETL, log) re-arms itself with ``set_timer`` when the previous
-one has finished, so polls never overlap and a slow one (a broker that times out) does not
-hold the others back.
+kind of poll (topics, loops, ETL, log) re-arms itself when the previous one has finished
+(:mod:`zync_tui.console.polls`). The control keys' work (loops, ETL pass, demo batches)
+is :mod:`zync_tui.console.control`; keys are declared in :mod:`zync_tui.console.keys`,
+the command palette's actions in :mod:`zync_tui.console.palette`.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Concatenate, ParamSpec, TypeVar, overload
 
-from textual import on, work
+from textual import work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widget import Widget
+from textual.widgets import Footer, TabPane
 from textual.worker import Worker, WorkerState
 
-from engine.errors import one_line
+from engine.api import one_line
+from zync_tui.console import keys
 from zync_tui.console import messages as m
-from zync_tui.console.backend import LOOP_TITLES, LOOPS, Backend, EngineBackend, EngineSettings
+from zync_tui.console.backend import Backend, EngineBackend, EngineSettings, LogEntry
+from zync_tui.console.control import Control
+from zync_tui.console.keys import CONTROL_ACTIONS, KEYS, PANEL_TITLES, applies
+from zync_tui.console.palette import console_commands
+from zync_tui.console.polls import PollSchedule
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
 from zync_tui.console.widgets.etl import EtlPanel
 from zync_tui.console.widgets.log import LogPanel
 from zync_tui.console.widgets.loops import LoopsPanel
+from zync_tui.console.widgets.panels import Panels
 from zync_tui.console.widgets.records import RecordsPanel
 from zync_tui.console.widgets.status import StatusBar
-from zync_tui.console.widgets.tables import LiveTable
+from zync_tui.console.widgets.topics import TopicsPanel
 
-PANELS = ("topics", "loops", "etl", "pending", "expired", "log")
-PANEL_TITLES = {
-    "topics": "1 Topics",
-    "loops": "2 Loops",
-    "etl": "3 ETL",
-    "pending": "4 Pending",
-    "expired": "5 Expired",
-    "log": "6 Log",
-}
-POLLS = ("topics", "loops", "etl", "log")
-CONTROL_ACTIONS = {"toggle_loop", "start_all", "stop_all", "etl_pass"}
-
-#: Every key: (where, key as shown, what it does, action, binding keys, footer label or "").
-KEYS: list[tuple[str, str, str, str, str, str]] = [
-    ("everywhere", "1 … 6", "show Topics, Loops, ETL, Pending, Expired, Log", "", "", ""),
-    ("everywhere", "Tab", "move the focus (table, filter)", "", "", ""),
-    ("everywhere", "?", "this help", "help", "question_mark", "help"),
-    ("everywhere", "Ctrl+P", "command palette: find any action by name", "", "", ""),
-    ("everywhere", "r", "refresh now", "refresh", "r", ""),
-    ("everywhere", "q", "quit (the loops stop cleanly)", "quit", "q", "quit"),
-    ("loops", "f", "start/stop from-kafka", "toggle_loop('from-kafka')", "f", "from-kafka"),
-    ("loops", "e", "start/stop the ETL loop", "toggle_loop('etl')", "e", "etl"),
-    ("loops", "t", "start/stop to-kafka", "toggle_loop('to-kafka')", "t", "to-kafka"),
-    ("loops", "a", "start all loops", "start_all", "a", ""),
-    ("loops", "x", "stop all loops", "stop_all", "x", ""),
-    ("loops", "p", "run one ETL pass now and show its result", "etl_pass", "p", "pass"),
-    ("demo", "n", "publish the next demo batch", "next_batch", "n", "next batch"),
-    ("topics", "d", "browse dead letters", "dead_letters", "d", ""),
-    ("tables", "↑ ↓ PgUp PgDn", "move in a table", "", "", ""),
-    ("pending/expired", "/", "filter the table", "filter", "slash", ""),
-    ("pending/expired", "Esc", "clear the filter", "clear_filter", "escape", ""),
-    ("pending/expired", "s / S", "sort by the next column / reverse", "sort", "s", ""),
-    ("pending/expired", "Enter", "show the record's full envelope (pretty JSON)", "", "", ""),
-]
+P = ParamSpec("P")
+W = TypeVar("W", bound=Widget)
 
 
-def _quiet(handler: Callable[..., None]) -> Callable[..., None]:
+def _quiet(handler: Callable[Concatenate[ZyncConsole, P], None]) -> Callable[Concatenate[ZyncConsole, P], None]:
     """A message handler that does nothing once the main screen is gone (shutting down)."""
 
     @functools.wraps(handler)
-    def wrapper(self: ZyncConsole, *args: Any) -> None:
+    def wrapper(self: ZyncConsole, *args: P.args, **kwargs: P.kwargs) -> None:
         try:
-            handler(self, *args)
+            handler(self, *args, **kwargs)
         except NoMatches:
             if self.is_running and self.screen_stack and self.screen_stack[0].is_attached:
                 raise
@@ -92,17 +67,7 @@ class ZyncConsole(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "zync"
-    BINDINGS = [
-        *(Binding(str(i + 1), f"panel('{p}')", PANEL_TITLES[p][2:], show=False) for i, p in enumerate(PANELS)),
-        *(
-            Binding(keys, action, label or what, show=bool(label))
-            for _, _, what, action, keys, label in KEYS
-            if keys and action not in ("sort", "clear_filter")
-        ),
-        Binding("S", "sort(True)", "Reverse sort", show=False),
-        Binding("s", "sort", "Sort", show=False),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
-    ]
+    BINDINGS = keys.BINDINGS
 
     def __init__(
         self,
@@ -118,31 +83,40 @@ class ZyncConsole(App[None]):
         self.interval = interval
         self.log_interval = log_interval
         self.ready = False
-        self.polled: set[str] = set()
-        self.poll_count: dict[str, int] = {p: 0 for p in POLLS}
-        self._poll_timers: dict[str, Any] = {}
-        self._poll_now: set[str] = set()
-        self.pass_running = False
-        self._pass_started = 0.0
-        self._pass_timer: Any = None
-        self.busy: set[str] = set()
-        self.faults: dict[str, str | None] = {}
-        self.last_pass: str | None = None
+        self.polls = PollSchedule(
+            self._run_poll,
+            lambda delay, callback, name: self.set_timer(delay, callback, name=name),
+            lambda: self.is_running,
+            interval=interval,
+            log_interval=log_interval,
+        )
+        self.busy = self.polls.busy
+        self.polled = self.polls.polled
+        self.poll_count = self.polls.count
+        self.control = Control(
+            self, backend, self._w, ready=lambda: self.ready, refresh=self.action_refresh,
+            busy=self.busy, clock=clock,
+        )
 
     # -- layout -------------------------------------------------------------------------
 
-    def _w(self, selector: Any, expect_type: Any = None) -> Any:
+    @overload
+    def _w(self, selector: type[W]) -> W: ...
+    @overload
+    def _w(self, selector: str, expect_type: type[W]) -> W: ...
+
+    def _w(self, selector: str | type[W], expect_type: type[W] | None = None) -> Widget:
         """A widget of the main screen (also while a modal screen is on top)."""
         if not self.screen_stack:
             raise NoMatches(f"no screen: {selector}")
         base = self.screen_stack[0]
-        return base.query_one(selector, expect_type) if expect_type else base.query_one(selector)
+        if isinstance(selector, str) and expect_type is not None:
+            return base.query_one(selector, expect_type)
+        return base.query_one(selector)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
-        with TabbedContent(id="panels", initial="topics"):
-            from zync_tui.console.widgets.topics import TopicsPanel
-
+        with Panels(id="panels", initial="topics"):
             with TabPane(PANEL_TITLES["topics"], id="topics"):
                 yield TopicsPanel(id="topics-panel")
             with TabPane(PANEL_TITLES["loops"], id="loops"):
@@ -163,7 +137,7 @@ class ZyncConsole(App[None]):
         status.set_title(self.backend.title, self.backend.read_only)
         status.set_note("starting the engine…")
         self._w(LoopsPanel).set_read_only(self.backend.read_only)
-        self._focus_panel("topics")
+        self._w(Panels).focus_table("topics")
         self.set_up_engine()
 
     # -- engine set-up ------------------------------------------------------------------
@@ -183,9 +157,8 @@ class ZyncConsole(App[None]):
         self.title = self.backend.title
         status = self._w(StatusBar)
         status.set_title(self.backend.title, self.backend.read_only)
-        status.set_note(self._demo_note())
-        for poll in POLLS:
-            self._start_poll(poll)
+        status.set_note(self.control.demo_note())
+        self.polls.refresh()
 
     @_quiet
     def on_engine_failed(self, message: m.EngineFailed) -> None:
@@ -193,53 +166,26 @@ class ZyncConsole(App[None]):
         self._w(LogPanel).add([_entry("ERROR", "console", f"engine failed to start: {message.error}", self.clock())])
         self.notify(message.error, title="engine failed to start", severity="error", timeout=10)
 
-    def _demo_note(self) -> str:
-        if not self.backend.demo:
-            return ""
-        left = self.backend.batches_left()
-        total = self.backend.batches_total() if hasattr(self.backend, "batches_total") else 4
-        return f"n: send batch {total - left + 1}/{total}" if left else "all batches sent"
-
     # -- polls (never overlapping) --------------------------------------------------------
 
-    def _start_poll(self, poll: str) -> None:
-        if not self.is_running:
-            return
-        self._poll_timers.pop(poll, None)
-        if poll in self.busy:
-            self._poll_now.add(poll)
-            return
-        self.busy.add(poll)
+    def _run_poll(self, poll: str) -> None:
         {"topics": self.poll_topics, "loops": self.poll_loops, "etl": self.poll_etl, "log": self.poll_log}[poll]()
-
-    def _rearm(self, poll: str) -> None:
-        self.busy.discard(poll)
-        self.polled.add(poll)
-        self.poll_count[poll] += 1
-        if not self.is_running:
-            return
-        if poll in self._poll_now:
-            self._poll_now.discard(poll)
-            self._start_poll(poll)
-            return
-        delay = self.log_interval if poll == "log" else self.interval
-        self._poll_timers[poll] = self.set_timer(delay, lambda: self._start_poll(poll), name=f"poll-{poll}")
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="poll-topics")
     def poll_topics(self) -> None:
-        self.post_message(m.TopicsPolled(self.backend.topics()))
+        self.post_message(m.TopicsRefreshed(self.backend.topics()))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="poll-loops")
     def poll_loops(self) -> None:
-        self.post_message(m.LoopsPolled(self.backend.loops()))
+        self.post_message(m.LoopsRefreshed(self.backend.loops()))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="poll-etl")
     def poll_etl(self) -> None:
-        self.post_message(m.EtlPolled(self.backend.etl()))
+        self.post_message(m.EtlRefreshed(self.backend.etl()))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="poll-log")
     def poll_log(self) -> None:
-        self.post_message(m.LogPolled(self.backend.drain_log()))
+        self.post_message(m.LogDrained(self.backend.drain_log()))
 
     @_quiet
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -248,30 +194,22 @@ class ZyncConsole(App[None]):
         state = event.state
         if state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             return
+        error = one_line(event.worker.error) if event.worker.error else "failed"
         if group.startswith("poll-"):
             poll = group.removeprefix("poll-")
             if state is WorkerState.ERROR:
-                error = one_line(event.worker.error) if event.worker.error else "failed"
                 self._fault(poll, f"{poll} snapshot failed: {error}")
-            self._rearm(poll)
+            self.polls.ended(poll)
         elif state is WorkerState.ERROR and group != "engine":
-            error = one_line(event.worker.error) if event.worker.error else "failed"
             self._w(LogPanel).add([_entry("ERROR", "console", f"{group}: {error}", self.clock())])
             self.notify(error, title=group, severity="error")
 
     def _fault(self, where: str, error: str | None) -> None:
-        before = self.faults.get(where)
-        self.faults[where] = error
-        if error and error != before:
-            self._w(LogPanel).add([_entry("ERROR", where, error, self.clock())])
-        elif before and not error:
-            self._w(LogPanel).add([_entry("INFO", where, "recovered", self.clock())])
+        self._w(LogPanel).fault(where, error, self.clock())
 
     @_quiet
-    def on_topics_polled(self, message: m.TopicsPolled) -> None:
+    def on_topics_refreshed(self, message: m.TopicsRefreshed) -> None:
         report = message.report
-        from zync_tui.console.widgets.topics import TopicsPanel
-
         self._w(TopicsPanel).show(report)
         status = self._w(StatusBar)
         status.set_part("Kafka", "DOWN" if report.kafka_error else "ok")
@@ -282,13 +220,13 @@ class ZyncConsole(App[None]):
         self._fault("lake", report.lake_error)
 
     @_quiet
-    def on_loops_polled(self, message: m.LoopsPolled) -> None:
+    def on_loops_refreshed(self, message: m.LoopsRefreshed) -> None:
         self._w(LoopsPanel).show(message.loops)
         for loop in message.loops:
             self._fault(loop.name, f"{loop.name} failed: {loop.error}" if loop.state == "failed" else None)
 
     @_quiet
-    def on_etl_polled(self, message: m.EtlPolled) -> None:
+    def on_etl_refreshed(self, message: m.EtlRefreshed) -> None:
         report = message.report
         self._w(EtlPanel).show(report)
         self._w("#pending-panel", RecordsPanel).show(list(report.pending), report.error)
@@ -296,53 +234,28 @@ class ZyncConsole(App[None]):
         self._fault("etl snapshot", report.error)
 
     @_quiet
-    def on_log_polled(self, message: m.LogPolled) -> None:
+    def on_log_drained(self, message: m.LogDrained) -> None:
         self._w(LogPanel).add(message.entries)
 
     # -- panels ---------------------------------------------------------------------------
 
     def action_panel(self, panel: str) -> None:
-        self._w(TabbedContent).active = panel
-        self._focus_panel(panel)
-
-    def _focus_panel(self, panel: str) -> None:
-        try:
-            table = self._w(f"#{panel}-panel").query_one(LiveTable)
-        except Exception:  # noqa: BLE001 - not mounted yet
-            return
-        table.focus()
-
-    @on(TabbedContent.TabActivated)
-    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        pane = event.pane.id if event.pane is not None else None
-        if pane:
-            self._focus_panel(pane)
-
-    def _active(self) -> str:
-        return self._w(TabbedContent).active
-
-    def _records_panel(self) -> RecordsPanel | None:
-        active = self._active()
-        if active in ("pending", "expired"):
-            return self._w(f"#{active}-panel", RecordsPanel)
-        return None
+        self._w(Panels).show(panel)
 
     def action_filter(self) -> None:
-        panel = self._records_panel()
+        panel = self._w(Panels).records_panel()
         if panel is None:
             self.notify("/ filters the Pending and Expired tables (4, 5)")
             return
         panel.focus_filter()
 
     def action_clear_filter(self) -> None:
-        panel = self._records_panel()
+        panel = self._w(Panels).records_panel()
         if panel is not None:
             panel.clear_filter()
 
     def action_sort(self, reverse: bool = False) -> None:
-        active = self._active()
-        table = self._w(f"#{active}-panel").query_one(LiveTable)
-        self.notify(table.cycle_sort(reverse), timeout=2)
+        self.notify(self._w(Panels).sort(reverse), timeout=2)
 
     def on_records_panel_opened(self, message: RecordsPanel.Opened) -> None:
         r = message.record
@@ -351,26 +264,19 @@ class ZyncConsole(App[None]):
 
     def action_help(self) -> None:
         notes = "Read-only: start, stop and ETL passes are disabled." if self.backend.read_only else ""
-        shown = [(w, k, what) for w, k, what, action, _, _ in KEYS if self._key_applies(action, w)]
+        shown = [
+            (k.where, k.key, k.what)
+            for k in KEYS
+            if applies(k, read_only=self.backend.read_only, demo=self.backend.demo)
+        ]
         self.push_screen(HelpScreen(shown, notes))
-
-    def _key_applies(self, action: str, where: str) -> bool:
-        base = action.split("(")[0]
-        if self.backend.read_only and base in CONTROL_ACTIONS:
-            return False
-        return not (where == "demo" and not self.backend.demo)
 
     def action_dead_letters(self) -> None:
         self.push_screen(DeadLettersScreen(self.backend))
 
     def action_refresh(self) -> None:
-        if not self.ready:
-            return
-        for poll in POLLS:
-            timer = self._poll_timers.pop(poll, None)
-            if timer is not None:
-                timer.stop()
-            self._start_poll(poll)
+        if self.ready:
+            self.polls.refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Control actions do not exist in a read-only console; `n` only in the demo."""
@@ -378,187 +284,59 @@ class ZyncConsole(App[None]):
             return False
         return not (action == "next_batch" and not self.backend.demo)
 
-    # -- control (refused when read-only) -------------------------------------------------
+    # -- control (refused when read-only): zync_tui.console.control ------------------------
 
-    def _refuse_read_only(self, what: str) -> bool:
-        if self.backend.read_only:
-            self.notify(f"read-only console: {what} is disabled", severity="warning")
-            return True
-        return False
+    @property
+    def pass_running(self) -> bool:
+        return self.control.pass_running
+
+    @property
+    def last_pass(self) -> str | None:
+        return self.control.last_pass
 
     def action_toggle_loop(self, name: str) -> None:
-        if self._refuse_read_only(f"starting or stopping {name}"):
-            return
-        loops = self._w(LoopsPanel).loops
-        loop = next((loop for loop in loops if loop.name == name), None)
-        action = "stop" if loop is not None and loop.state in ("running", "starting") else "start"
-        self.control_loop(name, action)
+        self.control.toggle(name)
 
     def action_start_all(self) -> None:
-        if self._refuse_read_only("starting loops"):
-            return
-        for name in LOOPS:
-            self.control_loop(name, "start")
+        self.control.all_loops("start")
 
     def action_stop_all(self) -> None:
-        if self._refuse_read_only("stopping loops"):
-            return
-        for name in LOOPS:
-            self.control_loop(name, "stop")
+        self.control.all_loops("stop")
 
-    def control_loop(self, name: str, action: str) -> None:
-        self.notify(f"{action}ing {LOOP_TITLES.get(name, name)}…", timeout=2)
-        self._control(name, action)
+    def action_etl_pass(self) -> None:
+        self.control.etl_pass()
 
-    @work(thread=True, exit_on_error=False, group="control")
-    def _control(self, name: str, action: str) -> None:
-        try:
-            if action == "start":
-                self.backend.start_loop(name)
-            else:
-                self.backend.stop_loop(name)
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.LoopChanged(name, action, one_line(exc)))
-            return
-        self.post_message(m.LoopChanged(name, action))
+    def action_next_batch(self) -> None:
+        self.control.next_batch()
 
     @_quiet
     def on_loop_changed(self, message: m.LoopChanged) -> None:
-        title = LOOP_TITLES.get(message.loop, message.loop)
-        if message.error:
-            self.notify(message.error, title=f"cannot {message.action} {title}", severity="error")
-            self._w(LogPanel).add([_entry("ERROR", message.loop, f"{message.action}: {message.error}", self.clock())])
-        else:
-            self.notify(f"{title} {'started' if message.action == 'start' else 'stopped'}", timeout=2)
-        self.action_refresh()
-
-    def action_etl_pass(self) -> None:
-        if self._refuse_read_only("running an ETL pass"):
-            return
-        if not self.ready:
-            self.notify("the engine is still starting", severity="warning")
-            return
-        if self.pass_running:
-            self.notify("an ETL pass is already running", severity="warning")
-            return
-        self.pass_running = True
-        self._pass_started = time.monotonic()
-        self._w(LoopsPanel).show_pass("ETL pass: running…")
-        self._pass_timer = self.set_interval(1.0, self._tick_pass, name="pass-elapsed")
-        self.run_etl_pass()
-
-    @_quiet
-    def _tick_pass(self) -> None:
-        elapsed = time.monotonic() - self._pass_started
-        self._w(LoopsPanel).show_pass(f"ETL pass: running… {elapsed:.0f}s")
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="etl-pass")
-    def run_etl_pass(self) -> None:
-        started = time.monotonic()
-        self.post_message(m.EtlPassStarted())
-        try:
-            result = self.backend.run_etl_pass()
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.EtlPassFinished(error=one_line(exc), seconds=time.monotonic() - started))
-            return
-        self.post_message(m.EtlPassFinished(result, seconds=time.monotonic() - started))
+        self.control.loop_changed(message)
 
     @_quiet
     def on_etl_pass_finished(self, message: m.EtlPassFinished) -> None:
-        self.pass_running = False
-        if self._pass_timer is not None:
-            self._pass_timer.stop()
-            self._pass_timer = None
-        if message.error:
-            text = f"ETL pass failed: {message.error}"
-            self.notify(message.error, title="ETL pass failed", severity="error")
-        else:
-            text = f"ETL pass: {message.result.summary()} ({message.seconds:.1f}s)"
-            self.notify(message.result.summary(), title="ETL pass done")
-        self.last_pass = text
-        self._w(LoopsPanel).show_pass(text)
-        self.action_refresh()
-
-    # -- the demo -------------------------------------------------------------------------
-
-    def action_next_batch(self) -> None:
-        if not self.backend.demo:
-            return
-        if not self.ready:
-            self.notify("the demo is still starting", severity="warning")
-            return
-        if "demo" in self.busy:
-            self.notify("still publishing the previous batch", severity="warning")
-            return
-        if not self.backend.batches_left():
-            self.notify("all demo batches are published")
-            return
-        self.busy.add("demo")
-        self._w(StatusBar).set_note("publishing…")
-        self.publish_batch()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="demo")
-    def publish_batch(self) -> None:
-        try:
-            text = self.backend.next_batch()
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            self.post_message(m.BatchPublished("", one_line(exc)))
-            return
-        self.post_message(m.BatchPublished(text))
+        self.control.pass_finished(message)
 
     @_quiet
     def on_batch_published(self, message: m.BatchPublished) -> None:
-        self.busy.discard("demo")
-        self._w(StatusBar).set_note(self._demo_note())
-        if message.error:
-            self.notify(message.error, title="cannot publish the batch", severity="error")
-        else:
-            self.notify(message.text, title="demo")
-        self.action_refresh()
+        self.control.batch_published(message)
 
-    # -- command palette ------------------------------------------------------------------
+    # -- command palette and shutdown ---------------------------------------------------
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for i, panel in enumerate(PANELS):
-            name = PANEL_TITLES[panel][2:]
-            yield SystemCommand(f"Show {name}", f"Switch to the {name} panel (key {i + 1})", _bind(self.action_panel, panel))
-        yield SystemCommand("Help: keys", "List every key (?)", self.action_help)
-        yield SystemCommand("Refresh now", "Poll the engine now (r)", self.action_refresh)
-        yield SystemCommand("Browse dead letters", "Records from-kafka could not decode (d)", self.action_dead_letters)
-        yield SystemCommand("Filter records", "Filter the Pending or Expired table (/)", self.action_filter)
-        yield SystemCommand("Sort records", "Sort the current table by the next column (s)", self.action_sort)
-        if not self.backend.read_only:
-            for name, key in (("from-kafka", "f"), ("etl", "e"), ("to-kafka", "t")):
-                title = LOOP_TITLES[name]
-                yield SystemCommand(f"Start/stop {title}", f"Toggle the {title} loop ({key})", _bind(self.action_toggle_loop, name))
-            yield SystemCommand("Start all loops", "from-kafka, ETL and to-kafka (a)", self.action_start_all)
-            yield SystemCommand("Stop all loops", "from-kafka, ETL and to-kafka (x)", self.action_stop_all)
-            yield SystemCommand("Run one ETL pass now", "Run a pass and show what it did (p)", self.action_etl_pass)
-        if self.backend.demo:
-            yield SystemCommand("Publish next demo batch", "Send the next invoices batch to Kafka (n)", self.action_next_batch)
-
-    # -- shutdown -------------------------------------------------------------------------
+        yield from console_commands(self)
 
     async def action_quit(self) -> None:
         self._w(StatusBar).set_note("stopping the loops…")
-        for timer in self._poll_timers.values():
-            timer.stop()
-        self._poll_timers.clear()
+        self.polls.stop()
         self.exit()
 
     def on_unmount(self) -> None:
-        for timer in self._poll_timers.values():
-            timer.stop()
+        self.polls.stop()
 
 
-def _bind(fn: Callable[[str], None], arg: str) -> Callable[[], None]:
-    return lambda: fn(arg)
-
-
-def _entry(severity: str, source: str, message: str, at: float | None = None) -> Any:
-    from zync_tui.console.backend import LogEntry
-
+def _entry(severity: str, source: str, message: str, at: float | None = None) -> LogEntry:
     return LogEntry(time.time() if at is None else at, severity, source, message)
 
 
@@ -568,8 +346,8 @@ def make_app(
     lake: str | Path | None = None,
     read_only: bool = False,
     demo: bool = False,
-    kafka: dict[str, Any] | None = None,
-    registry: dict[str, Any] | None = None,
+    kafka: Mapping[str, object] | None = None,
+    registry: Mapping[str, object] | None = None,
     start_stack: bool = True,
     autostart: bool = True,
     spark_master: str | None = None,

@@ -1,31 +1,67 @@
 """The console's engine side: everything its workers call, with no Textual in sight.
 
 :class:`EngineBackend` holds the engine objects the console shows — an
-:class:`engine.observe.observer.Observer` for snapshots, the :class:`engine.services.Pipeline`
-whose loops it starts and stops, and, for ``zync demo``, the :class:`engine.demo.Demo`
-driver. Every method may block (Kafka, Delta, Spark) and is called from a thread worker,
-never from the event loop. Failures come back as exceptions with one-line messages, or
-as words inside the snapshots; the console shows them and keeps going.
+:class:`engine.api.Observer` for snapshots, the :class:`engine.api.Pipeline` whose loops
+it starts and stops, and, for ``zync demo``, the :class:`demo.scenario.Demo` driver.
+Every method may block (Kafka, Delta, Spark) and is called from a thread worker, never
+from the event loop. Failures come back as exceptions with one-line messages, or as words
+inside the snapshots; the console shows them and keeps going.
 
-Tests give the app a fake with the same methods (see ``tests/console``).
+:class:`Backend` is what the console needs from it; tests give the app a fake with the
+same methods and the same engine types (see ``tests/console``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
+import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
-from engine.errors import one_line
+from demo.scenario import Demo
+from engine.api import (
+    AnyService,
+    ConfigError,
+    DeadLetter,
+    EtlConfig,
+    EtlReport,
+    KafkaProfile,
+    Lake,
+    Observer,
+    PassResult,
+    Pipeline,
+    RegistryProfile,
+    ServiceDetail,
+    ServiceEvent,
+    ServiceState,
+    ServiceStatus,
+    TopicsReport,
+    counts_line,
+    get_spark,
+    lake_path,
+    load_config,
+    load_kafka_profile,
+    load_registry_profile,
+    load_spark_settings,
+    one_line,
+    run_pass,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 LOOPS = ("from-kafka", "etl", "to-kafka")
 LOOP_TITLES = {"from-kafka": "from-kafka", "etl": "ETL", "to-kafka": "to-kafka"}
+
+#: A loop's state as the Loops panel shows it: a service's, or why there is none.
+LoopState: TypeAlias = ServiceState | Literal["not run", "unavailable", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +69,7 @@ class LoopView:
     """One loop as the console shows it."""
 
     name: str
-    state: str  # running, stopped, failed, starting, stopping, unavailable
+    state: LoopState
     version: int | None = None
     committed_at: float | None = None
     records: int | None = None
@@ -43,7 +79,7 @@ class LoopView:
 
 @dataclass(frozen=True)
 class PassOutcome:
-    """What one ETL pass did."""
+    """What one ETL pass did, in the console's totals."""
 
     consumed: int | None = None
     outputs: int | None = None
@@ -51,13 +87,8 @@ class PassOutcome:
     pending: int | None = None
     version: int | None = None
     nothing_new: bool = False
-    text: str = ""
 
     def summary(self) -> str:
-        if self.text:
-            return self.text
-        from engine.etl.result import counts_line  # deferred: engine.etl loads pyarrow and delta-rs
-
         return counts_line(
             self.consumed, self.outputs, self.expired, self.pending, self.version,
             nothing_new=self.nothing_new,
@@ -80,13 +111,13 @@ class Backend(Protocol):
     demo: bool
 
     def start(self) -> list[str]: ...
-    def topics(self) -> Any: ...
-    def etl(self) -> Any: ...
+    def topics(self) -> TopicsReport: ...
+    def etl(self) -> EtlReport: ...
     def loops(self) -> list[LoopView]: ...
-    def dead_letters(self) -> list[Any]: ...
+    def dead_letters(self) -> list[DeadLetter]: ...
     def start_loop(self, name: str) -> None: ...
     def stop_loop(self, name: str) -> None: ...
-    def run_etl_pass(self) -> PassOutcome: ...
+    def run_etl_pass(self) -> PassResult: ...
     def next_batch(self) -> str: ...
     def batches_left(self) -> int: ...
     def batches_total(self) -> int: ...
@@ -125,88 +156,34 @@ class LogBook(logging.Handler):
         return out
 
 
-# --------------------------------------------------------------------------- adapters
+# --------------------------------------------------------------------------- views
 
 
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    for name in names:
-        if isinstance(obj, dict) and name in obj:
-            return obj[name]
-        if hasattr(obj, name):
-            value = getattr(obj, name)
-            return value() if callable(value) and name in ("state",) and not isinstance(value, str) else value
-    return default
-
-
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if hasattr(value, "timestamp"):
-        return float(value.timestamp())
-    return None
-
-
-def loop_view(name: str, status: Any) -> LoopView:
-    """A :class:`LoopView` from a service's status (read by attribute or key)."""
-    state = _get(status, "state", "status", default="unknown")
-    state = str(getattr(state, "value", state)).lower()
-    commit = _get(status, "last_commit", default=None)
-    version = _get(commit, "version", default=None) if commit is not None else None
-    at = _get(commit, "at", "time", "committed_at", "timestamp", default=None) if commit is not None else None
-    records = _get(commit, "records", "rows", default=None) if commit is not None else None
-    if version is None:
-        version = _get(status, "last_version", "version", default=None)
-    if at is None:
-        at = _get(status, "last_commit_at", "last_commit_time", default=None)
-    if records is None:
-        records = _get(status, "last_records", "last_commit_records", default=None)
-    rate = _get(status, "rate", "records_per_second", default=None)
-    error = _get(status, "last_error", "error", default=None)
+def loop_view(name: str, status: ServiceStatus[ServiceDetail]) -> LoopView:
+    """A :class:`LoopView` from a service's status."""
+    commit = status.last_commit
     return LoopView(
         name=name,
-        state=state,
-        version=version if isinstance(version, int) else None,
-        committed_at=_epoch(at),
-        records=records if isinstance(records, int) else None,
-        rate=float(rate) if isinstance(rate, int | float) else None,
-        error=str(error).splitlines()[0] if error else None,
+        state=status.state,
+        version=commit.version if commit is not None else None,
+        committed_at=commit.at if commit is not None else None,
+        records=commit.records if commit is not None else None,
+        rate=status.rate,
+        error=status.last_error.splitlines()[0] if status.last_error else None,
     )
 
 
-def pass_outcome(result: Any) -> PassOutcome:
-    """A :class:`PassOutcome` from whatever an ETL pass returns."""
+def pass_outcome(result: PassResult | None) -> PassOutcome:
+    """A :class:`PassOutcome` from what an ETL pass returned (None: no pass)."""
     if result is None:
         return PassOutcome(nothing_new=True)
-    if isinstance(result, PassOutcome):
-        return result
-
-    def total(*names: str) -> int | None:
-        value = _get(result, *names, default=None)
-        if isinstance(value, dict):
-            return sum(int(v) for v in value.values())
-        if isinstance(value, int):
-            return value
-        if isinstance(value, Sequence) and not isinstance(value, str):
-            return len(value)
-        return None
-
-    consumed = total("consumed", "inputs", "consumed_by_topic")
-    outputs = total("outputs", "output", "outputs_by_topic")
-    expired = total("expired")
-    pending = total("pending", "still_pending")
-    version = _get(result, "version", "staging_version", default=None)
-    nothing = bool(_get(result, "nothing_new", default=False)) or (
-        consumed == 0 and not outputs and not expired and version is None
-    )
     return PassOutcome(
-        consumed=consumed,
-        outputs=outputs,
-        expired=expired,
-        pending=pending,
-        version=version if isinstance(version, int) else None,
-        nothing_new=nothing,
+        consumed=sum(result.consumed.values()),
+        outputs=sum(result.outputs.values()),
+        expired=sum(result.expired.values()),
+        pending=sum(result.pending.values()),
+        version=result.staging_version,
+        nothing_new=result.nothing_new,
     )
 
 
@@ -219,8 +196,9 @@ class EngineSettings:
 
     config_path: Path | None = None
     lake_root: Path | None = None
-    kafka_overrides: dict[str, Any] = field(default_factory=dict)
-    registry_overrides: dict[str, Any] = field(default_factory=dict)
+    #: profile keys (``bootstrap_servers``, ``url``…) over ~/.zync and ZYNC_* variables
+    kafka_overrides: Mapping[str, object] = field(default_factory=dict)
+    registry_overrides: Mapping[str, object] = field(default_factory=dict)
     read_only: bool = False
     demo: bool = False
     #: for the demo: start the embedded stack (False: use the configured Kafka/registry)
@@ -231,9 +209,19 @@ class EngineSettings:
     clock: Callable[[], float] = time.time
 
 
+@dataclass
+class _Profiles:
+    """The connection profiles the console found, or why it has none."""
+
+    kafka: KafkaProfile | None = None
+    registry: RegistryProfile | None = None
+    kafka_error: str | None = None
+    registry_error: str | None = None
+
+
 class EngineBackend:
-    """The console's engine: snapshots through :mod:`engine.observe`, loops through
-    :mod:`engine.services`, the demo through :mod:`engine.demo`."""
+    """The console's engine: snapshots through an :class:`engine.api.Observer`, loops
+    through an :class:`engine.api.Pipeline`, the demo through :mod:`demo.scenario`."""
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
@@ -241,11 +229,11 @@ class EngineBackend:
         self.demo = settings.demo
         self.title = "zync demo" if settings.demo else "zync"
         self.log = LogBook(settings.clock)
-        self.observer: Any = None
-        self.pipeline: Any = None
-        self.driver: Any = None
-        self.config: Any = None
-        self._services: dict[str, Any] = {}
+        self.observer: Observer | None = None
+        self.pipeline: Pipeline | None = None
+        self.driver: Demo | None = None
+        self.config: EtlConfig | None = None
+        self._services: dict[str, AnyService] = {}
         self._pipeline_error: str | None = None
         self._pass_lock = threading.Lock()
         self._attached = False
@@ -263,161 +251,119 @@ class EngineBackend:
     def start(self) -> list[str]:
         """Load profiles and configuration, open the lake, build the loops; for the demo,
         start the embedded stack and create the pools first. Returns notes for the log."""
-        import warnings
-
-        from engine.lake.pools import Lake
-        from engine.observe.observer import Observer
-        from engine.settings.errors import ConfigError
-        from engine.settings.kafka import load_kafka_profile
-        from engine.settings.lake import lake_path
-        from engine.settings.registry import load_registry_profile
-
         self._attach_log()
         notes: list[str] = []
         s = self.settings
-        kafka = registry = None
-        kafka_error = registry_error = None
         if s.demo and s.start_stack:
-            from engine.demo import Demo
-
             self.driver = Demo(lake_root=s.lake_root, start_stack=True)
             notes.extend(self.driver.prepare())  # starts the stack, writes the profiles
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                kafka = load_kafka_profile(s.kafka_overrides or None)
-            except ConfigError as exc:
-                kafka_error = str(exc)
-            try:
-                registry = load_registry_profile(s.registry_overrides or None)
-            except ConfigError as exc:
-                registry_error = str(exc)
-        notes.extend(f"warning: {w.message}" for w in caught)
+        profiles = self._load_profiles(notes)
         if s.demo and self.driver is None:
-            from engine.demo import Demo
-
-            if kafka is None or registry is None:
-                raise RuntimeError(kafka_error or registry_error or "the demo needs Kafka and a registry")
-            self.driver = Demo(lake_root=s.lake_root, start_stack=False, kafka=kafka, registry=registry)
+            if profiles.kafka is None or profiles.registry is None:
+                raise RuntimeError(
+                    profiles.kafka_error or profiles.registry_error or "the demo needs Kafka and a registry"
+                )
+            self.driver = Demo(
+                lake_root=s.lake_root, start_stack=False, kafka=profiles.kafka, registry=profiles.registry
+            )
             notes.extend(self.driver.prepare())
         if self.driver is not None:
             s.config_path = self.driver.config_path
             s.lake_root = self.driver.lake.root
-        lake_root = s.lake_root or lake_path()
-        lake = Lake(lake_root)
-        etls = []
+        lake = Lake(s.lake_root or lake_path())
+        etls: list[EtlConfig] = []
         if s.config_path is not None:
-            from engine.etl.config import load_config
-
             self.config = load_config(s.config_path)
             etls.append(self.config)
             self.title = f"{self.title} · {self.config.name}"
         self.observer = Observer(
             lake,
-            kafka=kafka,
-            registry=registry,
+            kafka=profiles.kafka,
+            registry=profiles.registry,
             etls=etls,
             spark=self._spark,
             clock=s.clock,
-            kafka_error=kafka_error,
-            registry_error=registry_error,
+            kafka_error=profiles.kafka_error,
+            registry_error=profiles.registry_error,
         )
         notes.append(f"lake {lake.root}")
+        self._set_up_loops(lake, profiles, notes)
+        for note in notes:
+            self.log.add("INFO", "console", note)
+        return notes
+
+    def _load_profiles(self, notes: list[str]) -> _Profiles:
+        """The Kafka and registry profiles; a missing or broken one becomes words (and the
+        warnings loading them raised, e.g. an exposed credentials file, become notes)."""
+        s = self.settings
+        found = _Profiles()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                found.kafka = load_kafka_profile(s.kafka_overrides or None)
+            except ConfigError as exc:
+                found.kafka_error = str(exc)
+            try:
+                found.registry = load_registry_profile(s.registry_overrides or None)
+            except ConfigError as exc:
+                found.registry_error = str(exc)
+        notes.extend(f"warning: {w.message}" for w in caught)
+        return found
+
+    def _set_up_loops(self, lake: Lake, profiles: _Profiles, notes: list[str]) -> None:
+        """Build the pipeline (unless read-only or nothing to run) and, when asked,
+        start its loops; why there are none is kept for the Loops panel."""
+        s = self.settings
         if s.read_only:
             self._pipeline_error = "a read-only console runs no loops (it only watches)"
-        elif s.config_path is not None and kafka is not None:
+        elif s.config_path is not None and profiles.kafka is not None:
             try:
-                self.pipeline = self._build_pipeline(s.config_path, lake, kafka, registry)
-                self._services = self._find_services(self.pipeline)
-                if hasattr(self.pipeline, "add_listener"):
-                    self.pipeline.add_listener(self._on_event)
+                self.pipeline = Pipeline(
+                    s.config_path, lake, kafka=profiles.kafka, registry=profiles.registry, spark=self._spark
+                )
+                self._services = self.pipeline.services
+                self.pipeline.add_listener(self._on_event)
             except Exception as exc:  # noqa: BLE001 - shown on the Loops panel
                 self._pipeline_error = f"cannot set the loops up: {one_line(exc)}"
                 notes.append(self._pipeline_error)
         elif s.config_path is None:
             self._pipeline_error = "no ETL configuration given: loops are not available"
         else:
-            self._pipeline_error = f"loops are not available: {kafka_error}"
-        if s.autostart and not s.read_only and self._services:
+            self._pipeline_error = f"loops are not available: {profiles.kafka_error}"
+        if s.autostart and not s.read_only and self.pipeline is not None:
             try:
-                if hasattr(self.pipeline, "start"):
-                    self.pipeline.start()  # creates missing pools, starts downstream first
-                else:
-                    for name in reversed(LOOPS):
-                        self._services[name].start()
+                self.pipeline.start()  # creates missing pools, starts downstream first
                 notes.append("loops started: " + ", ".join(self._services))
             except Exception as exc:  # noqa: BLE001 - shown on the Loops panel
                 notes.append(f"cannot start the loops: {one_line(exc)}")
-        for note in notes:
-            self.log.add("INFO", "console", note)
-        return notes
 
-    def _on_event(self, event: Any) -> None:
-        """A service's event (``engine.services.ServiceEvent``) for the Log panel."""
-        kind = getattr(event, "kind", "")
-        severity = "ERROR" if kind in ("failed", "error") else "INFO"
-        self.log.add(severity, getattr(event, "service", "?"), getattr(event, "message", str(event)), getattr(event, "at", None))
+    def _on_event(self, event: ServiceEvent) -> None:
+        """A service's event for the Log panel."""
+        severity = "ERROR" if event.kind in ("failed", "error") else "INFO"
+        self.log.add(severity, event.service, event.message, event.at)
 
-    def _spark(self) -> Any:
-        from engine.settings.spark import load_spark_settings
-        from engine.spark import get_spark
-
+    def _spark(self) -> SparkSession:
         return get_spark(load_spark_settings(self.settings.spark_master))
 
-    def _build_pipeline(self, config_path: Path, lake: Any, kafka: Any, registry: Any) -> Any:
-        try:
-            from engine.services import Pipeline
-        except ImportError as exc:
-            raise RuntimeError(f"engine.services is not available ({exc})") from None
-        import inspect
-
-        params = inspect.signature(Pipeline).parameters
-        kwargs: dict[str, Any] = {}
-        for name, value in (("kafka", kafka), ("registry", registry), ("spark", self._spark)):
-            if name in params:
-                kwargs[name] = value
-        return Pipeline(config_path, lake, **kwargs)
-
-    @staticmethod
-    def _find_services(pipeline: Any) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        services = getattr(pipeline, "services", None)
-        if callable(services):
-            services = services()
-        if isinstance(services, dict):
-            found.update(services)
-        elif services:
-            for service in services:
-                found[getattr(service, "name", type(service).__name__)] = service
-        for name, attrs in (
-            ("from-kafka", ("from_kafka", "ingest")),
-            ("etl", ("etl",)),
-            ("to-kafka", ("to_kafka", "delivery")),
-        ):
-            if name not in found:
-                for attr in attrs:
-                    if getattr(pipeline, attr, None) is not None:
-                        found[name] = getattr(pipeline, attr)
-                        break
-        return {name: found[name] for name in LOOPS if name in found}
+    def _observer(self) -> Observer:
+        if self.observer is None:
+            raise RuntimeError("the engine is not set up yet")
+        return self.observer
 
     # -- snapshots ------------------------------------------------------------------------
 
-    def topics(self) -> Any:
+    def topics(self) -> TopicsReport:
         """The observer's topics, with the delivery lag of output topics from to-kafka."""
-        report = self.observer.topics()
-        service = self._services.get("to-kafka")
-        if service is None:
+        report = self._observer().topics()
+        if self.pipeline is None:
             return report
         try:
-            detail = service.status().detail or ()
+            detail = self.pipeline.to_kafka.status().detail or ()
         except Exception:  # noqa: BLE001 - the lag is a bonus
             return report
-        delivered = {getattr(d, "topic", None): d for d in detail if hasattr(d, "lag")}
+        delivered = {d.topic: d for d in detail}
         if not delivered:
             return report
-        import dataclasses
-
         rows = tuple(
             dataclasses.replace(t, lag_records=delivered[t.topic].lag)
             if t.direction == "out" and t.topic in delivered
@@ -426,18 +372,18 @@ class EngineBackend:
         )
         return dataclasses.replace(report, topics=rows)
 
-    def etl(self) -> Any:
-        return self.observer.etl()
+    def etl(self) -> EtlReport:
+        return self._observer().etl()
 
-    def dead_letters(self) -> list[Any]:
-        return self.observer.dead_letters()
+    def dead_letters(self) -> list[DeadLetter]:
+        return self._observer().dead_letters()
 
     def loops(self) -> list[LoopView]:
         views = []
         for name in LOOPS:
             service = self._services.get(name)
             if service is None:
-                state = "not run" if self.read_only else "unavailable"
+                state: LoopState = "not run" if self.read_only else "unavailable"
                 views.append(LoopView(name, state, error=self._pipeline_error))
                 continue
             try:
@@ -448,7 +394,7 @@ class EngineBackend:
 
     # -- control --------------------------------------------------------------------------
 
-    def _service(self, name: str) -> Any:
+    def _service(self, name: str) -> AnyService:
         if self.read_only:
             raise PermissionError("read-only console: starting and stopping loops is disabled")
         service = self._services.get(name)
@@ -462,27 +408,19 @@ class EngineBackend:
     def stop_loop(self, name: str) -> None:
         self._service(name).stop()
 
-    def run_etl_pass(self) -> PassOutcome:
+    def run_etl_pass(self) -> PassResult:
         if self.read_only:
             raise PermissionError("read-only console: running an ETL pass is disabled")
         if not self._pass_lock.acquire(blocking=False):
             raise RuntimeError("an ETL pass is already running")
         try:
-            service = self._services.get("etl")
-            result: Any = None
-            for method in ("run_once", "run_pass", "pass_now", "trigger"):
-                fn = getattr(service, method, None) if service is not None else None
-                if callable(fn):
-                    result = fn()
-                    break
-            else:
-                if self.config is None:
-                    raise RuntimeError("no ETL configuration loaded")
-                from engine.etl.run import run_pass
-
-                result = run_pass(self.config, self.observer.lake, spark=self._spark())
-                self.log.add("INFO", "etl", f"pass: {pass_outcome(result).summary()}")
-            return pass_outcome(result)
+            if self.pipeline is not None:
+                return self.pipeline.etl.run_pass()  # the service logs the pass itself
+            if self.config is None:
+                raise RuntimeError("no ETL configuration loaded")
+            result = run_pass(self.config, self._observer().lake, spark=self._spark())
+            self.log.add("INFO", "etl", f"pass: {pass_outcome(result).summary()}")
+            return result
         finally:
             self._pass_lock.release()
 

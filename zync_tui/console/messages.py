@@ -1,97 +1,105 @@
-"""What the console's workers report, as past-tense messages.
+"""What the console's workers report, as past-tense messages with typed payloads.
 
 Workers run the engine in threads and post one of these when they finish; the app's
-handlers update the panels. Poll results declare :meth:`can_replace`, so a newer
+handlers update the panels. Snapshot messages declare :meth:`can_replace`, so a newer
 snapshot replaces one still queued (the console never falls behind its own polls).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
 from textual.message import Message
 
+from engine.api import DeadLetter, EtlReport, PassResult, TopicsReport
+from zync_tui.console.backend import LogEntry, LoopView
 
-class _Polled(Message):
+#: What a loop control did.
+LoopAction: TypeAlias = Literal["start", "stop"]
+
+
+class _Refreshed(Message):
     def can_replace(self, message: Message) -> bool:
         return type(message) is type(self)
 
 
+@dataclass
 class EngineStarted(Message):
     """The engine was set up (profiles, configuration, lake, loops); notes say how."""
 
-    def __init__(self, notes: list[str]) -> None:
-        super().__init__()
-        self.notes = notes
+    notes: list[str]
 
 
+@dataclass
 class EngineFailed(Message):
     """Setting the engine up failed; the console keeps showing what it can."""
 
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+    error: str
 
 
-class TopicsPolled(_Polled):
-    def __init__(self, report: Any) -> None:
-        super().__init__()
-        self.report = report
+@dataclass
+class TopicsRefreshed(_Refreshed):
+    """A new snapshot of the topics: watermarks, the lake's offsets, lag, dead letters."""
+
+    report: TopicsReport
 
 
-class LoopsPolled(_Polled):
-    def __init__(self, loops: list[Any]) -> None:
-        super().__init__()
-        self.loops = loops
+@dataclass
+class LoopsRefreshed(_Refreshed):
+    """The loops' states, last commits and errors."""
+
+    loops: list[LoopView]
 
 
-class EtlPolled(_Polled):
-    def __init__(self, report: Any) -> None:
-        super().__init__()
-        self.report = report
+@dataclass
+class EtlRefreshed(_Refreshed):
+    """A new snapshot of the ETL: cursors, counts, pending and expired records."""
+
+    report: EtlReport
 
 
-class LogPolled(Message):
-    def __init__(self, entries: list[Any]) -> None:
-        super().__init__()
-        self.entries = entries
+@dataclass
+class LogDrained(Message):
+    """Log lines gathered since the last poll (never replaced: each is shown once)."""
+
+    entries: list[LogEntry]
 
 
+@dataclass
 class LoopChanged(Message):
-    """A loop was started or stopped (``action`` is ``start`` or ``stop``)."""
+    """A loop was started or stopped (``error``: why it could not be)."""
 
-    def __init__(self, loop: str, action: str, error: str | None = None) -> None:
-        super().__init__()
-        self.loop = loop
-        self.action = action
-        self.error = error
+    loop: str
+    action: LoopAction
+    error: str | None = None
 
 
+@dataclass
 class EtlPassStarted(Message):
-    pass
+    """An ETL pass asked from the console began."""
 
 
+@dataclass
 class EtlPassFinished(Message):
-    """One ETL pass ended; ``result`` is its outcome, or ``error`` says why it failed."""
+    """One ETL pass ended; ``result`` is what it did, or ``error`` says why it failed."""
 
-    def __init__(self, result: Any = None, error: str | None = None, seconds: float = 0.0) -> None:
-        super().__init__()
-        self.result = result
-        self.error = error
-        self.seconds = seconds
+    result: PassResult | None = None
+    error: str | None = None
+    seconds: float = 0.0
 
 
+@dataclass
 class BatchPublished(Message):
     """The demo published its next batch (``error`` when it could not)."""
 
-    def __init__(self, text: str, error: str | None = None) -> None:
-        super().__init__()
-        self.text = text
-        self.error = error
+    text: str
+    error: str | None = None
 
 
+@dataclass
 class DeadLettersLoaded(Message):
-    def __init__(self, letters: list[Any], error: str | None = None) -> None:
-        super().__init__()
-        self.letters = letters
-        self.error = error
+    """The dead letters of the lake's raw pools (``error`` when they could not be read)."""
+
+    letters: list[DeadLetter]
+    error: str | None = None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,7 +9,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from engine.api import DeadLetter
 from zync_tui.console import format as fmt
+from zync_tui.console.backend import Backend
 from zync_tui.console.messages import DeadLettersLoaded
 from zync_tui.console.screens.record import RecordScreen
 from zync_tui.console.widgets.tables import LiveTable
@@ -34,10 +34,10 @@ class DeadLettersScreen(ModalScreen[None]):
         Binding("r", "reload", "Reload"),
     ]
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: Backend) -> None:
         super().__init__()
         self.backend = backend
-        self.letters: list[Any] = []
+        self.letters: list[DeadLetter] = []
 
     def compose(self) -> ComposeResult:
         with Vertical():

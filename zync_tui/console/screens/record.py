@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 
-def pretty(data: Any) -> str:
+def pretty(data: Mapping[str, object]) -> str:
     return json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False)
 
 
@@ -31,7 +31,7 @@ class RecordScreen(ModalScreen[None]):
         Binding("k", "scroll_up", "Up", show=False),
     ]
 
-    def __init__(self, title: str, data: Any) -> None:
+    def __init__(self, title: str, data: Mapping[str, object]) -> None:
         super().__init__()
         self.title_text = title
         self.data = data

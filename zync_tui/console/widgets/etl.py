@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from engine.api import EtlReport
 from zync_tui.console import format as fmt
 from zync_tui.console.widgets.tables import LiveTable
 
@@ -28,7 +27,7 @@ class EtlPanel(Vertical):
         yield LiveTable(COLUMNS, id="etl-table")
         yield Static("", id="etl-detail", classes="detail", markup=False)
 
-    def show(self, report: Any) -> None:
+    def show(self, report: EtlReport) -> None:
         notice = self.query_one("#etl-notice", Static)
         notice.update(f"⚠ {report.error}" if report.error else "")
         notice.set_class(bool(report.error), "fault")

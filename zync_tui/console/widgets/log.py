@@ -1,15 +1,16 @@
-"""Log: what the loops and the console did, newest first, with severity."""
+"""Log: what the loops and the console did, newest first, with severity; faults are
+logged once when they appear, and again when they recover."""
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
 from zync_tui.console import format as fmt
+from zync_tui.console.backend import LogEntry
 from zync_tui.console.widgets.tables import LiveTable
 
 COLUMNS = [("at", "at (UTC)"), ("severity", "severity"), ("source", "source"), ("message", "message")]
@@ -17,10 +18,12 @@ CAPACITY = 500
 
 
 class LogPanel(Vertical):
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.entries: deque[Any] = deque(maxlen=CAPACITY)
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.entries: deque[tuple[int, LogEntry]] = deque(maxlen=CAPACITY)
         self._serial = 0
+        #: the current fault of each part (Kafka, a loop, a snapshot…), None when fine
+        self.faults: dict[str, str | None] = {}
 
     def compose(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="log-table", follow_top=True)
@@ -33,7 +36,17 @@ class LogPanel(Vertical):
                 self.query_one("#log-detail", Static).update(f"{e.severity} {e.source}: {e.message}")
                 return
 
-    def add(self, entries: list[Any]) -> None:
+    def fault(self, where: str, error: str | None, at: float) -> None:
+        """``where``'s fault (None: none): logged when it appears or changes, and its
+        recovery."""
+        before = self.faults.get(where)
+        self.faults[where] = error
+        if error and error != before:
+            self.add([LogEntry(at, "ERROR", where, error)])
+        elif before and not error:
+            self.add([LogEntry(at, "INFO", where, "recovered")])
+
+    def add(self, entries: list[LogEntry]) -> None:
         if not entries:
             return
         for entry in entries:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
 from zync_tui.console import format as fmt
-from zync_tui.console.backend import LOOP_TITLES
+from zync_tui.console.backend import LOOP_TITLES, LoopView
 from zync_tui.console.widgets.tables import LiveTable
 
 COLUMNS = [
@@ -25,9 +23,9 @@ KEYS = {"from-kafka": "f", "etl": "e", "to-kafka": "t"}
 
 
 class LoopsPanel(Vertical):
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.loops: list[Any] = []
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.loops: list[LoopView] = []
         self.read_only = False
 
     def compose(self) -> ComposeResult:
@@ -51,7 +49,7 @@ class LoopsPanel(Vertical):
         if self.is_mounted:
             self._keys_hint()
 
-    def show(self, loops: list[Any]) -> None:
+    def show(self, loops: list[LoopView]) -> None:
         self.loops = loops
         rows = []
         for loop in loops:

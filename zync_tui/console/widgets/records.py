@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, Static
 
+from engine.api import RecordRow
 from zync_tui.console import format as fmt
 from zync_tui.console.widgets.tables import LiveTable
 
@@ -23,19 +24,18 @@ COLUMNS = [
 
 
 class RecordsPanel(Vertical):
-    """A table of :class:`engine.observe.reports.RecordRow` (pending or expired)."""
+    """A table of :class:`engine.api.RecordRow` (pending or expired)."""
 
+    @dataclass
     class Opened(Message):
         """Enter on a row: show its full envelope."""
 
-        def __init__(self, record: Any) -> None:
-            super().__init__()
-            self.record = record
+        record: RecordRow
 
-    def __init__(self, status: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, status: str, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
         self.status = status
-        self.records: list[Any] = []
+        self.records: list[RecordRow] = []
         self.filter_text = ""
         self.error: str | None = None
 
@@ -44,12 +44,12 @@ class RecordsPanel(Vertical):
         yield LiveTable(COLUMNS, id=f"{self.status}-table")
         yield Static("", id=f"{self.status}-detail", classes="detail", markup=False)
 
-    def show(self, records: list[Any], error: str | None = None) -> None:
+    def show(self, records: list[RecordRow], error: str | None = None) -> None:
         self.records = list(records)
         self.error = error
         self._fill()
 
-    def _matches(self, r: Any) -> bool:
+    def _matches(self, r: RecordRow) -> bool:
         if not self.filter_text:
             return True
         needle = self.filter_text.lower()
@@ -95,7 +95,7 @@ class RecordsPanel(Vertical):
         if record is not None:
             self.post_message(self.Opened(record))
 
-    def record_for(self, key: str | None) -> Any:
+    def record_for(self, key: str | None) -> RecordRow | None:
         for r in self.records:
             if f"{r.etl}:{r.topic}:{r.partition}:{r.offset}" == key:
                 return r

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.widgets import Static
 
 
 class StatusBar(Static):
     """``zync demo · invoices │ Kafka ok · registry ok · lake ok │ READ-ONLY``, in words."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__("zync · starting…", markup=False, **kwargs)
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__("zync · starting…", markup=False, id=id)
         self.title = "zync"
         self.parts: dict[str, str] = {}
         self.read_only = False

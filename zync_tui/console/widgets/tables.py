@@ -3,38 +3,50 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TypeAlias
 
 from rich.text import Text
 from textual.widgets import DataTable
 
+#: A value a column sorts by (None sorts last).
+SortValue: TypeAlias = str | int | float | None
+#: One row: its key, its cells, and the values it sorts by (None: the cells).
+Row: TypeAlias = tuple[str, Sequence[str], Sequence[SortValue] | None]
+_Shown: TypeAlias = tuple[str, tuple[Text, ...], tuple[SortValue, ...]]
 
-def _plain(cell: Any) -> Any:
+
+def _plain(cell: str) -> Text:
     """Strings are shown as they are: ``[f]`` or ``Invoices[0]`` is not markup."""
-    return Text(cell) if isinstance(cell, str) else cell
+    return Text(cell)
 
 
-class LiveTable(DataTable):
+class LiveTable(DataTable[Text]):
     """Rows are replaced on every poll; the highlighted row stays where it was."""
 
     DEFAULT_CSS = """
     LiveTable { height: 1fr; }
     """
 
-    def __init__(self, columns: Sequence[tuple[str, str]], *, follow_top: bool = False, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, str]],
+        *,
+        follow_top: bool = False,
+        id: str | None = None,  # noqa: A002 - Textual's name
+    ) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, id=id)
         #: newest-first tables: a cursor on the first row stays on the (new) first row
         self.follow_top = follow_top
         self._columns = list(columns)
         self.sort_column: int | None = None
         self.sort_reverse = False
-        self._rows: list[tuple[str, tuple[Any, ...], tuple[Any, ...]]] = []
+        self._rows: list[_Shown] = []
 
     def on_mount(self) -> None:
         for key, label in self._columns:
             self.add_column(label, key=key)
 
-    def set_rows(self, rows: Iterable[tuple[str, Sequence[Any], Sequence[Any] | None]]) -> None:
+    def set_rows(self, rows: Iterable[Row]) -> None:
         """``rows``: (row key, cells, sort values or None to sort by the cells)."""
         self._rows = [
             (key, tuple(_plain(c) for c in cells), tuple(sort if sort is not None else cells))
@@ -47,7 +59,7 @@ class LiveTable(DataTable):
         if self.sort_column is not None:
             index = self.sort_column
 
-            def sort_key(row: tuple[str, tuple[Any, ...], tuple[Any, ...]]) -> tuple[int, Any]:
+            def sort_key(row: _Shown) -> tuple[int, float | str]:
                 value = row[2][index]
                 if value is None:
                     return (1, 0)

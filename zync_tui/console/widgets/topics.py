@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
+from engine.api import TopicSnapshot, TopicsReport
 from zync_tui.console import format as fmt
 from zync_tui.console.widgets.tables import LiveTable
 
@@ -30,9 +29,9 @@ COLUMNS = [
 class TopicsPanel(Vertical):
     """The Topics panel. ``d`` browses dead letters (an app binding)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.report: Any = None
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.report: TopicsReport | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the first snapshot…", id="topics-notice", classes="notice", markup=False)
@@ -40,7 +39,7 @@ class TopicsPanel(Vertical):
         yield Static("", id="topics-detail", classes="detail", markup=False)
         yield Sparkline([], id="topics-spark")
 
-    def show(self, report: Any) -> None:
+    def show(self, report: TopicsReport) -> None:
         self.report = report
         notice = self.query_one("#topics-notice", Static)
         errors = list(report.errors)
@@ -72,7 +71,7 @@ class TopicsPanel(Vertical):
         self.query_one(LiveTable).set_rows(rows)
         self.show_detail()
 
-    def selected(self) -> Any:
+    def selected(self) -> TopicSnapshot | None:
         if self.report is None:
             return None
         key = self.query_one(LiveTable).highlighted_key()

@@ -1,9 +1,9 @@
-"""The invoice demo, engine side: stack, pools, batches, and a headless run.
+"""The invoice scenario's driver: stack, pools, batches, and a headless run.
 
 ``demo/invoices`` holds Debezium change events of two tables in four batches and the ETL
 configuration that turns them into denormalized invoices (``NewInvoices``). :class:`Demo`
 prepares everything the scenario needs — the embedded broker and registry
-(:func:`engine.local.stack.up`, unless profiles are given), the ``Raw`` and ``Staging`` pools,
+(:func:`engine.api.dev_up`, unless profiles are given), the ``Raw`` and ``Staging`` pools,
 one Avro schema per topic — and publishes one batch at a time with
 :meth:`Demo.publish_next`, so a newcomer watches records flow through the console.
 
@@ -28,15 +28,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import ZyncError
+from confluent_kafka import TopicPartition
+
+from engine.api import (
+    RAW,
+    STAGING,
+    Format,
+    InputRecord,
+    KafkaProfile,
+    Lake,
+    Pipeline,
+    Pool,
+    ProduceOptions,
+    RecordDecoder,
+    RegistryProfile,
+    RegistrySchemas,
+    ZyncError,
+    avro_record_name,
+    consumer,
+    dev_up,
+    encode_records,
+    ensure_topic,
+    get_spark,
+    infer_avro_schema,
+    load_config,
+    load_kafka_profile,
+    load_registry_profile,
+    load_spark_settings,
+    prepare_records,
+    producer,
+    register_schemas,
+    sniff_format,
+    topic_partitions,
+    watermarks,
+    zync_home,
+)
 
 if TYPE_CHECKING:
-    from engine.lake.pools import Lake
-    from engine.settings.kafka import KafkaProfile
-    from engine.settings.registry import RegistryProfile
+    from confluent_kafka import KafkaError, Message
+    from pyspark.sql import SparkSession
 
-#: The scenario's files (a source checkout or an editable install).
-DEMO_DIR = Path(__file__).resolve().parent.parent / "demo" / "invoices"
+#: The scenario's files (installed with the package).
+DEMO_DIR = Path(__file__).resolve().parent / "invoices"
 RAW_POOL = "Raw"
 STAGING_POOL = "Staging"
 OUTPUT_TOPIC = "NewInvoices"
@@ -50,7 +83,7 @@ class DemoError(ZyncError):
 @dataclass(frozen=True)
 class DemoRecord:
     topic: str
-    key: Any
+    key: Any  # JSON data, as in the batch file
     value: Any
 
     @property
@@ -113,8 +146,8 @@ class Demo:
         self.home = home
         self._lake_root = Path(lake_root) if lake_root is not None else None
         self._lake: Lake | None = None
-        self._schemas: dict[str, tuple[Any, Any]] = {}
-        self._registry_client: Any = None
+        self._schemas: dict[str, tuple[Any, Any]] = {}  # topic: (key, value) Avro schemas (JSON data)
+        self._registry_client: RegistrySchemas | None = None
         self.published = 0
 
     # -- files --------------------------------------------------------------------------
@@ -138,9 +171,6 @@ class Demo:
     @property
     def lake(self) -> Lake:
         if self._lake is None:
-            from engine.lake.pools import Lake
-            from engine.settings.home import zync_home
-
             root = self._lake_root or (self.home or zync_home()) / "demo" / "lake"
             self._lake = Lake(root)
         return self._lake
@@ -150,21 +180,13 @@ class Demo:
     def prepare(self) -> list[str]:
         """Start the stack (if asked), load profiles, register schemas, create topics and
         pools. Idempotent; resumes after batches a running broker already holds."""
-        from engine.etl.config import load_config
-        from engine.kafka.clients import ensure_topic
-        from engine.lake.pools import RAW, STAGING
-        from engine.settings.kafka import load_kafka_profile
-        from engine.settings.registry import load_registry_profile
-
         notes: list[str] = []
         if not self.config_path.exists():
             raise DemoError(f"the demo scenario is missing: {self.config_path} does not exist")
         config = load_config(self.config_path)
         if self.kafka is None or self.registry is None:
             if self.start_stack:
-                from engine.local import stack
-
-                report = stack.up(home=self.home)
+                report = dev_up(home=self.home)
                 notes.extend(report.notes)
             self.kafka = self.kafka or load_kafka_profile(home=self.home)
             self.registry = self.registry or load_registry_profile(home=self.home)
@@ -188,8 +210,6 @@ class Demo:
         return notes
 
     def _records_in(self, topic: str) -> int:
-        from engine.kafka.clients import consumer, topic_partitions, watermarks
-
         assert self.kafka is not None
         kafka = consumer(self.kafka)
         try:
@@ -206,10 +226,8 @@ class Demo:
                 return index
         return len(self.batch_paths())
 
-    def _registry(self) -> Any:
+    def _registry(self) -> RegistrySchemas:
         if self._registry_client is None:
-            from engine.kafka.registry_client import RegistrySchemas
-
             assert self.registry is not None
             self._registry_client = RegistrySchemas(self.registry)
         return self._registry_client
@@ -217,15 +235,12 @@ class Demo:
     def _register_schemas(self) -> None:
         """One Avro key and value schema per topic, inferred from every batch at once, so
         the schema never has to evolve while the demo runs (as a Debezium connector's)."""
-        from engine.kafka.produce import record_name
-        from engine.kafka.typemap.infer import infer_avro_schema
-
         by_topic: dict[str, list[DemoRecord]] = {}
         for batch in self.batches():
             for record in batch:
                 by_topic.setdefault(record.topic, []).append(record)
         for topic, records in by_topic.items():
-            key = infer_avro_schema([r.key for r in records], name=record_name(topic, "key"))
+            key = infer_avro_schema([r.key for r in records], name=avro_record_name(topic, "key"))
             values = [r.value for r in records if r.value is not None]
             # Debezium's `before` has the row's type, like `after` (a connector's schema
             # says so even while every `before` seen so far is null).
@@ -234,7 +249,7 @@ class Demo:
                 for v in values
                 if isinstance(v, dict) and isinstance(v.get("after"), dict) and "before" in v
             ]
-            value = infer_avro_schema(values, name=record_name(topic, "value"))
+            value = infer_avro_schema(values, name=avro_record_name(topic, "value"))
             self._schemas[topic] = (key, value)
 
     # -- publishing -----------------------------------------------------------------------
@@ -254,11 +269,6 @@ class Demo:
     def publish(self, records: Iterable[DemoRecord]) -> None:
         """Send records (Avro, Confluent wire format), each topic's in order, with their
         Debezium ``source.ts_ms`` as Kafka timestamp."""
-        from engine.kafka.clients import producer
-        from engine.kafka.codecs.formats import Format
-        from engine.kafka.produce import ProduceOptions, encode, prepare, register
-        from engine.kafka.produce_input import InputRecord
-
         assert self.kafka is not None
         if not self._schemas:
             self._register_schemas()
@@ -268,7 +278,7 @@ class Demo:
         kafka = producer(self.kafka)
         errors: list[str] = []
 
-        def delivered(error: Any, message: Any) -> None:
+        def delivered(error: KafkaError | None, message: Message) -> None:
             if error is not None:
                 errors.append(error.str())
 
@@ -276,11 +286,11 @@ class Demo:
             key_schema, value_schema = self._schemas.get(topic, (None, None))
             options = ProduceOptions(topic=topic, format=Format.AVRO, key_schema=key_schema, value_schema=value_schema)
             inputs = [InputRecord(f"demo {topic}", i + 1, r.key, r.value) for i, r in enumerate(items)]
-            prepared = prepare(inputs, options, self._registry())
-            register(prepared, self._registry())
-            for (key, value), record in zip(encode(prepared), items, strict=True):
-                extra = {"timestamp": record.timestamp_ms} if record.timestamp_ms else {}
-                kafka.produce(topic, key=key, value=value, on_delivery=delivered, **extra)
+            prepared = prepare_records(inputs, options, self._registry())
+            register_schemas(prepared, self._registry())
+            for (key, value), record in zip(encode_records(prepared), items, strict=True):
+                stamp = record.timestamp_ms or 0  # 0: librdkafka's "now"
+                kafka.produce(topic, key=key, value=value, on_delivery=delivered, timestamp=stamp)
             kafka.poll(0)
         left = kafka.flush(30)
         if errors or left:
@@ -290,7 +300,7 @@ class Demo:
 
     def staging_outputs(self, topic: str = OUTPUT_TOPIC) -> list[dict[str, Any]]:
         """The output records of ``topic`` in Staging, by offset (through delta-rs)."""
-        import pyarrow.dataset as ds
+        import pyarrow.dataset as ds  # deferred: only the results need it
 
         if not self.lake.exists(STAGING_POOL):
             return []
@@ -312,13 +322,6 @@ class Demo:
 
     def topic_outputs(self, topic: str = OUTPUT_TOPIC, timeout: float = 5.0) -> list[dict[str, Any]]:
         """The records on the Kafka topic, decoded (key and value as JSON-able data)."""
-        from confluent_kafka import TopicPartition
-
-        from engine.kafka.clients import consumer, topic_partitions, watermarks
-        from engine.kafka.codecs.decoder import RecordDecoder
-        from engine.kafka.codecs.detect import sniff
-        from engine.kafka.codecs.formats import Format
-
         assert self.kafka is not None
         try:
             parts = topic_partitions(self.kafka, topic, timeout=timeout)
@@ -331,7 +334,7 @@ class Demo:
             if data is None:
                 return None
             try:
-                avro = sniff(data) is Format.AVRO
+                avro = sniff_format(data) is Format.AVRO
                 return decoder.decode(data) if avro else json_decoder.decode(data)
             except ZyncError:
                 return data.decode("utf-8", "replace")
@@ -376,24 +379,12 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
-def make_pipeline(demo: Demo, **kwargs: Any) -> Any:
-    """The demo's :class:`engine.services.Pipeline` (from-kafka, ETL and to-kafka loops)."""
-    try:
-        from engine.services import Pipeline
-    except ImportError as exc:
-        raise DemoError(f"the loops are not available in this build (engine.services: {exc})") from None
-    import inspect
-
-    params = inspect.signature(Pipeline).parameters
-    extra = {k: v for k, v in (("kafka", demo.kafka), ("registry", demo.registry)) if k in params}
-    extra.update({k: v for k, v in kwargs.items() if k in params})
-    return Pipeline(demo.config_path, demo.lake, **extra)
+def make_pipeline(demo: Demo, *, spark: Callable[[], SparkSession] | None = None) -> Pipeline:
+    """The demo's :class:`engine.api.Pipeline` (from-kafka, ETL and to-kafka loops)."""
+    return Pipeline(demo.config_path, demo.lake, kafka=demo.kafka, registry=demo.registry, spark=spark)
 
 
-def _spark(master: str | None) -> Any:
-    from engine.settings.spark import load_spark_settings
-    from engine.spark import get_spark
-
+def _spark(master: str | None) -> SparkSession:
     return get_spark(load_spark_settings(master))
 
 
@@ -418,8 +409,6 @@ def run_demo(
     pipeline.start()
     say("loops started: from-kafka, ETL, to-kafka")
     try:
-        from engine.lake.pools import Lake
-
         raw = Lake(demo.lake.root).open_pool(RAW_POOL)
         sent = sum(len(b) for b in demo.batches()[: demo.published])
         while demo.batches_left():
@@ -451,9 +440,9 @@ def run_demo(
     return result
 
 
-def _raw_records(pool: Any) -> int:
+def _raw_records(pool: Pool) -> int:
     """Records and dead letters the pool holds (markers excluded)."""
-    import pyarrow.dataset as ds
+    import pyarrow.dataset as ds  # deferred: only the headless run needs it
 
     table = pool.table.to_pyarrow_dataset().to_table(columns=["seqno"], filter=ds.field("marker").is_null())
-    return table.num_rows
+    return int(table.num_rows)

@@ -1,0 +1,256 @@
+"""The engine's public surface: everything the CLI, the console and the demo may use.
+
+``zync_tui`` (the typer CLI and the Textual console) and ``demo`` import the engine only
+through this module, so what they rely on is listed in one place (``__all__``, grouped
+below) with its real types. Scripts, tests and benchmarks may use it too.
+
+Importing it imports the engine modules it names (pyarrow, delta-rs and confluent-kafka
+come with them; pyspark, polars and the registry's client are still deferred by those
+modules until used) and starts nothing: no directories, no logging set-up, no Spark, no
+processes. That takes a second, so the CLI imports it inside its command functions, to
+keep `zync --help` fast.
+"""
+
+from __future__ import annotations
+
+# The names, grouped and explained, are in __all__ below.
+from engine import __version__
+from engine.deliver.loop import Output as DeliveryOutput
+from engine.deliver.loop import config_outputs, deliver_outputs
+from engine.deliver.status import DeliveryEvent, DeliveryStatus
+from engine.durations import format_seconds, parse_seconds
+from engine.errors import ZyncError, one_line
+from engine.etl.config import EtlConfig, load_config
+from engine.etl.expiry import format_age
+from engine.etl.result import ExpiredRecord, PassResult, PendingRecord, counts_line
+from engine.etl.run import EtlRunner, run_pass
+from engine.ingest.loop import Ingest
+from engine.ingest.options import IngestInput, IngestOptions, load_inputs
+from engine.ingest.stats import CommitInfo, IngestStats
+from engine.jvm.artifacts import SETUP_COMMAND, ArtifactSet, Resolved
+from engine.jvm.artifacts import cache_dir as jvm_cache_dir
+from engine.jvm.artifacts import declared_sets as jvm_artifact_sets
+from engine.jvm.artifacts import fetch as fetch_jvm_artifacts
+from engine.jvm.artifacts import resolved as jvm_resolved
+from engine.jvm.java import JavaNotFoundError
+from engine.kafka.clients import (
+    KafkaRefused,
+    KafkaUnavailable,
+    check_reachable,
+    consumer,
+    ensure_topic,
+    producer,
+    topic_partitions,
+    watermarks,
+)
+from engine.kafka.codecs.decoder import RecordDecoder
+from engine.kafka.codecs.detect import sniff as sniff_format
+from engine.kafka.codecs.formats import Format
+from engine.kafka.consume import BEGINNING as CONSUME_BEGINNING
+from engine.kafka.consume import END as CONSUME_END
+from engine.kafka.consume import BadRecord, ConsumeOptions, consume
+from engine.kafka.consume import dumps as consumed_json
+from engine.kafka.produce import ProduceOptions, ProduceReport, produce
+from engine.kafka.produce import describe as describe_produce
+from engine.kafka.produce import encode as encode_records
+from engine.kafka.produce import prepare as prepare_records
+from engine.kafka.produce import record_name as avro_record_name
+from engine.kafka.produce import register as register_schemas
+from engine.kafka.produce_input import InputRecord, load_schema_file
+from engine.kafka.produce_input import load_records as load_input_records
+from engine.kafka.produce_input import read_sources as read_input_sources
+from engine.kafka.registry_client import RegistrySchemas
+from engine.kafka.typemap.infer import infer_avro_schema
+from engine.kafka.typemap.to_spark import json_value_to_spark
+from engine.lake.envelope import record_rows
+from engine.lake.maintenance import (
+    CompactResult,
+    VacuumResult,
+    checkpoint,
+    compact,
+    last_checkpoint,
+    vacuum,
+)
+from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
+from engine.lake.query import Catalog, query
+from engine.lake.shaper import Shaper
+from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
+from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
+from engine.local.stack import ComponentStatus, StackReport
+from engine.local.stack import down as dev_down
+from engine.local.stack import status as dev_status
+from engine.local.stack import up as dev_up
+from engine.observe.observer import Observer
+from engine.observe.reports import (
+    DeadLetter,
+    EtlReport,
+    EtlSnapshot,
+    RecordRow,
+    TopicSnapshot,
+    TopicsReport,
+)
+from engine.services.deliver import ToKafkaService
+from engine.services.etl import ETL_INTERVAL, EtlService
+from engine.services.ingest import FromKafkaService
+from engine.services.pipeline import AnyService, Pipeline
+from engine.services.service import (
+    FAILED,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    Commit,
+    Service,
+    ServiceDetail,
+    ServiceError,
+    ServiceEvent,
+    ServiceState,
+    ServiceStatus,
+)
+from engine.settings.errors import ConfigError, NotConfiguredError
+from engine.settings.home import zync_home
+from engine.settings.kafka import KafkaProfile, load_kafka_profile
+from engine.settings.lake import lake_path
+from engine.settings.registry import RegistryProfile, load_registry_profile
+from engine.settings.spark import SparkSettings, load_spark_settings
+from engine.spark import get_spark
+
+__all__ = [
+    # errors: every one the CLI and the console catch; messages are one line of words
+    "ConfigError",
+    "JavaNotFoundError",
+    "KafkaUnavailable",
+    "KafkaRefused",
+    "check_reachable",
+    "NotConfiguredError",
+    "PoolError",
+    "ServiceError",
+    "ZyncError",
+    "__version__",
+    "one_line",
+    # durations: one grammar for YAML and flags (250ms, 30s, 5m, 1h30m, ...)
+    "format_seconds",
+    "parse_seconds",
+    # settings: connection profiles (~/.zync/*.json < ZYNC_* < flags), Spark, the lake
+    "KafkaProfile",
+    "RegistryProfile",
+    "SparkSettings",
+    "lake_path",
+    "load_kafka_profile",
+    "load_registry_profile",
+    "load_spark_settings",
+    "zync_home",
+    # Spark: the process's one SparkSession
+    "get_spark",
+    # JVM set-up: the artifacts `zync setup` fetches (engine/jvm/artifacts.toml)
+    "SETUP_COMMAND",
+    "ArtifactSet",
+    "Resolved",
+    "fetch_jvm_artifacts",
+    "jvm_artifact_sets",
+    "jvm_cache_dir",
+    "jvm_resolved",
+    # dev stack: the embedded broker and registry (`zync dev up|down|status`)
+    "DEV_READY_TIMEOUT",
+    "DEV_STOP_TIMEOUT",
+    "ComponentStatus",
+    "StackReport",
+    "dev_down",
+    "dev_status",
+    "dev_up",
+    # lake and pools: pools, their maintenance, Spark SQL over them
+    "RAW",
+    "STAGING",
+    "Catalog",
+    "CompactResult",
+    "Lake",
+    "Pool",
+    "Shaper",
+    "TopicTypes",
+    "VacuumResult",
+    "checkpoint",
+    "compact",
+    "last_checkpoint",
+    "query",
+    "record_rows",
+    "vacuum",
+    # Kafka tools: clients, watermarks, produce, consume, the registry, schemas
+    "CONSUME_BEGINNING",
+    "CONSUME_END",
+    "BadRecord",
+    "ConsumeOptions",
+    "Format",
+    "InputRecord",
+    "ProduceOptions",
+    "ProduceReport",
+    "RecordDecoder",
+    "RegistrySchemas",
+    "avro_record_name",
+    "consume",
+    "consumed_json",
+    "consumer",
+    "describe_produce",
+    "encode_records",
+    "ensure_topic",
+    "infer_avro_schema",
+    "json_value_to_spark",
+    "load_input_records",
+    "load_schema_file",
+    "prepare_records",
+    "produce",
+    "producer",
+    "read_input_sources",
+    "register_schemas",
+    "sniff_format",
+    "topic_partitions",
+    "watermarks",
+    # from-kafka: Kafka topics → raw pools
+    "CommitInfo",
+    "Ingest",
+    "IngestInput",
+    "IngestOptions",
+    "IngestStats",
+    "load_inputs",
+    # ETL: one pass, what it did, what waits and what expired
+    "EtlConfig",
+    "EtlRunner",
+    "ExpiredRecord",
+    "PassResult",
+    "PendingRecord",
+    "counts_line",
+    "format_age",
+    "load_config",
+    "run_pass",
+    # to-kafka: staging pools → Kafka topics
+    "DeliveryEvent",
+    "DeliveryStatus",
+    "deliver_outputs",
+    "DeliveryOutput",
+    "config_outputs",
+    # services: the loops with start/stop/status, and a pipeline of all three
+    "ETL_INTERVAL",
+    "FAILED",
+    "RUNNING",
+    "STARTING",
+    "STOPPED",
+    "STOPPING",
+    "AnyService",
+    "Commit",
+    "EtlService",
+    "FromKafkaService",
+    "Pipeline",
+    "Service",
+    "ServiceDetail",
+    "ServiceEvent",
+    "ServiceState",
+    "ServiceStatus",
+    "ToKafkaService",
+    # observe: read-only snapshots for the console (topics and lag, ETL, dead letters)
+    "DeadLetter",
+    "EtlReport",
+    "EtlSnapshot",
+    "Observer",
+    "RecordRow",
+    "TopicSnapshot",
+    "TopicsReport",
+]

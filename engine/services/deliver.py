@@ -1,0 +1,102 @@
+"""The to-kafka service: one continuous :class:`engine.deliver.loop.Delivery` per output
+(:class:`engine.deliver.loop.Output`), each in its own thread inside the service's.
+
+A delivery's events become the service's (``delivered`` ones are counted as commits);
+the first delivery that fails stops the others and fails the service. ``detail`` is the
+tuple of every delivery's :class:`engine.deliver.status.DeliveryStatus`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.services.service import Service, ServiceEvent, SparkSource, spark_factory
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from engine.deliver.loop import Delivery, Output
+    from engine.deliver.status import DeliveryEvent, DeliveryStatus
+    from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
+
+
+class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
+    """Continuous delivery of each output to Kafka, one thread each; each in its own
+    envelope unless ``envelope`` names one for all."""
+
+    name = "to-kafka"
+
+    def __init__(
+        self,
+        outputs: Iterable[Output],
+        lake: Lake,
+        *,
+        kafka: KafkaProfile,
+        registry: RegistryProfile | None = None,
+        format: str = "avro",  # noqa: A002 - the option's name
+        envelope: str | None = None,
+        take_over: bool = False,
+        partitions: int = 1,
+        replication: int = 1,
+        shaper: str | Path | None = None,
+        spark: SparkSource = None,
+        poll_interval: float | None = None,
+        on_event: Callable[[ServiceEvent], None] | None = None,
+    ) -> None:
+        super().__init__(on_event=on_event)
+        self.outputs = list(outputs)
+        self.lake = lake
+        self.kafka = kafka
+        self.registry = registry
+        self.format = format
+        self.envelope = envelope
+        self.take_over = take_over
+        self.partitions = partitions
+        self.replication = replication
+        self.shaper = shaper
+        self._spark: Callable[[], SparkSession] | None = (
+            spark_factory(spark) if shaper is not None else None
+        )
+        self.poll_interval = poll_interval  # None: the delivery's default
+        self._deliveries: list[Delivery] = []
+
+    def deliveries(self) -> list[Delivery]:
+        return list(self._deliveries)
+
+    def _detail(self) -> tuple[DeliveryStatus, ...]:
+        return tuple(d.status() for d in self._deliveries)
+
+    def _run(self, stop: threading.Event) -> None:
+        from engine.deliver.loop import POLL_INTERVAL, deliveries_of, run_deliveries
+
+        self._deliveries = deliveries_of(
+            self.lake,
+            self.outputs,
+            self.envelope,
+            kafka=self.kafka,
+            registry=self.registry,
+            format=self.format,
+            take_over=self.take_over,
+            partitions=self.partitions,
+            replication=self.replication,
+            shaper=self.shaper,
+            spark=self._spark,
+            poll_interval=POLL_INTERVAL if self.poll_interval is None else self.poll_interval,
+            wait_for_pool=True,
+        )
+        self._running()
+        run_deliveries(self._deliveries, stop, self._delivery_event, continuous=True)
+
+    def _delivery_event(self, event: DeliveryEvent) -> None:
+        if event.kind == "delivered":
+            self._committed(event.version, event.records, event.topic)
+        if event.kind == "failed":
+            return  # the service reports the failure itself
+        if event.kind in ("unreachable", "back"):  # an outage of Kafka began or ended
+            self._failed_softly(event.message if event.kind == "unreachable" else None)
+        self._event(event.kind, event.message)

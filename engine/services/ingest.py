@@ -1,0 +1,111 @@
+"""The from-kafka service: :class:`engine.ingest.loop.Ingest` in a service's thread.
+
+It waits for Kafka and for the input topics to exist, then copies them into raw pools;
+each commit is counted in its status and told as an event (pool, version, records, dead
+letters, lag). ``detail`` is the ingest's own :class:`engine.ingest.stats.IngestStats`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from engine.kafka.outage import BACK, UNREACHABLE
+from engine.services.service import Service, ServiceEvent, SparkSource
+
+if TYPE_CHECKING:
+    from engine.ingest.loop import Ingest
+    from engine.ingest.options import IngestOptions
+    from engine.ingest.stats import CommitInfo, IngestStats
+    from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
+
+
+class FromKafkaService(Service["IngestStats"]):
+    """from-kafka over ``inputs`` ((topic, pool) pairs); waits for missing topics."""
+
+    name = "from-kafka"
+
+    def __init__(
+        self,
+        inputs: Iterable[tuple[str, str]],
+        lake: Lake,
+        *,
+        kafka: KafkaProfile,
+        registry: RegistryProfile | None = None,
+        options: IngestOptions | None = None,
+        spark: SparkSource = None,
+        on_event: Callable[[ServiceEvent], None] | None = None,
+        on_commit: Callable[[CommitInfo], None] | None = None,
+    ) -> None:
+        super().__init__(on_event=on_event)
+        from engine.ingest.options import IngestInput, IngestOptions
+
+        self.inputs = [IngestInput(topic, pool) for topic, pool in inputs]
+        self.lake = lake
+        self.kafka = kafka
+        self.registry = registry
+        self.options = options or IngestOptions(create_pools=True)
+        self._spark = spark
+        self._on_commit = on_commit
+        self.ingest: Ingest | None = None
+
+    def _detail(self) -> IngestStats | None:
+        return None if self.ingest is None else self.ingest.status()
+
+    def _run(self, stop: threading.Event) -> None:
+        from engine.ingest.loop import Ingest
+
+        if not self._wait_for_topics(stop):
+            return
+        self.ingest = Ingest(
+            self.inputs,
+            lake=self.lake,
+            kafka=self.kafka,
+            registry=self.registry,
+            options=self.options,
+            spark=self._spark,
+        )
+        self._running()
+        self.ingest.run(stop, on_commit=self._commit, on_note=self._note)
+
+    def _note(self, kind: str, text: str) -> None:
+        """An outage of Kafka or the registry began (``unreachable``) or ended (``back``)."""
+        if kind in (UNREACHABLE, BACK):
+            self._failed_softly(text if kind == UNREACHABLE else None)
+            self._event(kind, text)
+
+    def _wait_for_topics(self, stop: threading.Event) -> bool:
+        from engine.kafka.clients import KafkaUnavailable, check_reachable
+
+        announced = ""
+        while not stop.is_set():
+            try:
+                topics = check_reachable(self.kafka)
+                missing = [i.topic for i in self.inputs if not topics.get(i.topic)]
+                problem = f"waiting for topic(s) {', '.join(missing)} to exist" if missing else ""
+            except KafkaUnavailable as exc:
+                problem = f"waiting for Kafka: {exc}"
+            if not problem:
+                self._failed_softly(None)
+                return True
+            if problem != announced:
+                self._event("waiting", problem)
+                self._failed_softly(problem)
+                announced = problem
+            stop.wait(2.0)
+        return False
+
+    def _commit(self, info: CommitInfo) -> None:
+        self._committed(info.version, info.records, info.pool)
+        lag = {t: n for t, n in info.topic_lag().items() if n}
+        tail = f", lag {', '.join(f'{t} {n}' for t, n in sorted(lag.items()))}" if lag else ""
+        dead = f", {info.dead_letters} dead letter(s)" if info.dead_letters else ""
+        self._event(
+            "commit",
+            f"{info.pool} v{info.version}: +{info.records} record(s){dead} in {info.seconds:.2f}s{tail}",
+        )
+        if self._on_commit is not None:
+            self._on_commit(info)

@@ -1,0 +1,170 @@
+"""A pipeline: from-kafka, ETL and to-kafka for one ETL configuration, in one process.
+
+:class:`Pipeline` builds the three services from the configuration's inputs and outputs,
+creates its missing pools, starts the loops downstream first and stops them upstream
+first; a from-kafka commit wakes the ETL loop at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
+
+from engine.services.deliver import ToKafkaService
+from engine.services.etl import ETL_INTERVAL, EtlService
+from engine.services.ingest import FromKafkaService
+from engine.services.service import (
+    FAILED,
+    Service,
+    ServiceDetail,
+    ServiceError,
+    ServiceEvent,
+    ServiceStatus,
+    SparkSource,
+    spark_factory,
+)
+
+if TYPE_CHECKING:
+    from engine.ingest.options import IngestOptions
+    from engine.lake.pools import Lake
+    from engine.settings.kafka import KafkaProfile
+    from engine.settings.registry import RegistryProfile
+
+#: Any of a pipeline's services, as :attr:`Pipeline.services` lists them.
+AnyService: TypeAlias = Service[ServiceDetail]
+
+
+class Pipeline:
+    """from-kafka, ETL and to-kafka for one ETL configuration, in one process.
+
+    ``kafka`` / ``registry``: connection profiles (None: loaded from the zync home and
+    environment). ``spark``: a SparkSession or a factory of one (None: the process's
+    session). ``format``: the output topics' format (None: avro when a registry is
+    configured, else json). ``envelope``: every output's envelope (None: each output's
+    own, from the configuration). ``take_over``: to-kafka takes over output topics
+    last written by another staging pool. ``on_event`` receives every service's events.
+    """
+
+    def __init__(
+        self,
+        config_path: str | Path,
+        lake: Lake,
+        *,
+        kafka: KafkaProfile | None = None,
+        registry: RegistryProfile | None = None,
+        spark: SparkSource = None,
+        etl_interval: float = ETL_INTERVAL,
+        format: str | None = None,  # noqa: A002 - the option's name
+        envelope: str | None = None,
+        take_over: bool = False,
+        partitions: int = 1,
+        replication: int = 1,
+        ingest_options: IngestOptions | None = None,
+        create_pools: bool = True,
+        on_event: Callable[[ServiceEvent], None] | None = None,
+    ) -> None:
+        from engine.deliver.loop import config_outputs  # deferred: the codecs (pyarrow)
+        from engine.etl.config import load_config
+        from engine.settings.errors import NotConfiguredError
+        from engine.settings.kafka import load_kafka_profile
+        from engine.settings.registry import load_registry_profile
+
+        self.config_path = Path(config_path)
+        self.config = load_config(self.config_path)
+        self.lake = lake
+        self.kafka = kafka or load_kafka_profile()
+        if registry is None:
+            try:
+                registry = load_registry_profile()
+            except NotConfiguredError:
+                registry = None
+        self.registry = registry
+        self.create_pools = create_pools
+        chosen = format or ("avro" if registry is not None else "json")
+        spark_source = spark_factory(spark)
+        self.etl = EtlService(self.config, lake, spark=spark_source, interval=etl_interval)
+        self.from_kafka = FromKafkaService(
+            [(i.topic, i.pool) for i in self.config.inputs],
+            lake,
+            kafka=self.kafka,
+            registry=registry,
+            options=ingest_options,
+            spark=spark_source,
+            on_commit=lambda _info: self.etl.wake(),
+        )
+        self.to_kafka = ToKafkaService(
+            config_outputs(self.config),
+            lake,
+            kafka=self.kafka,
+            registry=registry,
+            format=chosen,
+            envelope=envelope,
+            take_over=take_over,
+            partitions=partitions,
+            replication=replication,
+        )
+        if on_event is not None:
+            for service in self.services.values():
+                service.add_listener(on_event)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.config.name!r}, {self.lake!r})"
+
+    @property
+    def services(self) -> dict[str, AnyService]:
+        """The loops by name: ``from-kafka``, ``etl``, ``to-kafka``."""
+        return {"from-kafka": self.from_kafka, "etl": self.etl, "to-kafka": self.to_kafka}
+
+    def add_listener(self, listener: Callable[[ServiceEvent], None]) -> None:
+        for service in self.services.values():
+            service.add_listener(listener)
+
+    def prepare(self) -> list[str]:
+        """Create the configuration's pools that do not exist yet; returns notes."""
+        from engine.lake.pools import RAW, STAGING
+
+        notes: list[str] = []
+        if not self.create_pools:
+            return notes
+        wanted = {i.pool: RAW for i in self.config.inputs}
+        wanted.update({o.pool: STAGING for o in self.config.outputs})
+        for name, kind in wanted.items():
+            if not self.lake.exists(name):
+                self.lake.create_pool(name, kind, exist_ok=True)
+                notes.append(f"created {kind} pool {name!r} in {self.lake.root}")
+        return notes
+
+    def start(self, only: Iterable[str] | None = None) -> None:
+        """Start the loops (all, or those named in ``only``: ``from-kafka``, ``etl``,
+        ``to-kafka``), downstream first so nothing waits on a loop not started yet."""
+        wanted = set(self.services) if only is None else set(only)
+        unknown = wanted - set(self.services)
+        if unknown:
+            raise ServiceError(
+                f"unknown loop {sorted(unknown)[0]!r}: use {', '.join(self.services)}"
+            )
+        self.prepare()
+        for name in ("to-kafka", "etl", "from-kafka"):
+            if name in wanted:
+                self.services[name].start()
+
+    def stop(self, timeout: float | None = 120.0) -> None:
+        """Stop every loop, upstream first; each finishes its commit in flight."""
+        for service in (self.from_kafka, self.etl, self.to_kafka):
+            service.stop(timeout)
+
+    def status(self) -> dict[str, ServiceStatus[ServiceDetail]]:
+        return {name: service.status() for name, service in self.services.items()}
+
+    @property
+    def running(self) -> bool:
+        return any(service.running for service in self.services.values())
+
+    def failed(self) -> Mapping[str, str]:
+        """Services that failed, with their error."""
+        return {
+            name: status.last_error or "failed"
+            for name, status in self.status().items()
+            if status.state == FAILED
+        }

@@ -1,0 +1,259 @@
+"""A service: a loop in a thread with start / stop / status, and what it reports.
+
+Every service runs in its own thread (:meth:`Service.start`), stops cleanly
+(:meth:`Service.stop` lets the loop finish the commit or transaction in flight) and
+answers :meth:`Service.status` from any thread with a :class:`ServiceStatus` snapshot:
+``state`` (``stopped``, ``starting``, ``running``, ``stopping``, ``failed``), the last
+:class:`Commit`, a recent rate, the last error, and ``detail``, the wrapped loop's own
+snapshot (:data:`ServiceDetail`: :class:`engine.ingest.stats.IngestStats`, the last
+:class:`engine.etl.result.PassResult`, a tuple of
+:class:`engine.deliver.status.DeliveryStatus`).
+
+Listeners (``on_event``) receive a :class:`ServiceEvent` per thing that happened — a
+commit, a pass, a delivery, an error — whose ``message`` is one line of words: `zync run`
+prints them, the console shows them. Listeners are called from the services' threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Generic, Literal, TypeAlias, TypeVar
+
+from engine.errors import ZyncError, one_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from engine.deliver.status import DeliveryStatus
+    from engine.etl.result import PassResult
+    from engine.ingest.stats import IngestStats
+
+ServiceState: TypeAlias = Literal["stopped", "starting", "running", "stopping", "failed"]
+
+STOPPED: Final = "stopped"
+STARTING: Final = "starting"
+RUNNING: Final = "running"
+STOPPING: Final = "stopping"
+FAILED: Final = "failed"
+
+#: Seconds over which a service's rate is averaged.
+RATE_WINDOW = 10.0
+
+#: A service's ``detail``: from-kafka's stats, the ETL's last pass, to-kafka's deliveries.
+ServiceDetail: TypeAlias = "IngestStats | PassResult | tuple[DeliveryStatus, ...] | None"
+
+#: A SparkSession, a factory of one, or None (the process's session, built when needed).
+SparkSource: TypeAlias = "SparkSession | Callable[[], SparkSession] | None"
+
+#: The type of a service's ``detail`` (each service fixes it).
+D = TypeVar("D", covariant=True)
+
+
+class ServiceError(ZyncError):
+    """A service cannot be built or started; the message says why."""
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A service's last commit: a Delta version (from-kafka, ETL) or a Kafka transaction
+    (to-kafka, ``version`` = the staging version delivered)."""
+
+    version: int | None
+    at: float
+    records: int
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class ServiceEvent:
+    """Something a service did; ``message`` is one line for a status display."""
+
+    service: str
+    kind: str  # started | stopped | failed | commit | pass | delivered | waiting | error |
+    # unreachable | back (an outage of Kafka or the Schema Registry began, ended) | ...
+    message: str
+    at: float
+
+    def line(self) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.at))
+        return f"{stamp} {self.service:<10} {self.message}"
+
+
+@dataclass(frozen=True)
+class ServiceStatus(Generic[D]):
+    """A snapshot of one service."""
+
+    name: str
+    state: ServiceState
+    started_at: float | None = None
+    last_commit: Commit | None = None
+    commits: int = 0
+    records: int = 0
+    rate: float = 0.0
+    last_error: str | None = None
+    detail: D | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state in (STARTING, RUNNING, STOPPING)
+
+
+def spark_factory(spark: SparkSource) -> Callable[[], SparkSession]:
+    """A callable giving the process's SparkSession from a session, a factory or None."""
+    if spark is None:
+
+        def default() -> SparkSession:
+            from engine.settings.spark import load_spark_settings
+            from engine.spark import get_spark
+
+            return get_spark(load_spark_settings())
+
+        return default
+    if callable(spark) and not hasattr(spark, "sql"):
+        return spark
+    session = spark
+    return lambda: session  # type: ignore[return-value]  # a session, not a factory
+
+
+class Service(Generic[D]):
+    """A loop in a thread. Subclasses implement :meth:`_run` (return when ``stop`` is
+    set, after finishing the work in flight) and report with :meth:`_committed` and
+    :meth:`_event`."""
+
+    name = "service"
+
+    def __init__(self, *, on_event: Callable[[ServiceEvent], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._state: ServiceState = STOPPED
+        self._started_at: float | None = None
+        self._last_commit: Commit | None = None
+        self._commits = 0
+        self._records = 0
+        self._recent: deque[tuple[float, int]] = deque()
+        self._error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._listeners: list[Callable[[ServiceEvent], None]] = [on_event] if on_event else []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._state})"
+
+    # -- control ------------------------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[ServiceEvent], None]) -> None:
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        """Start the loop in a thread (nothing happens when it already runs)."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop = threading.Event()
+            self._state = STARTING
+            self._error = None
+            self._started_at = time.time()
+            self._thread = threading.Thread(
+                target=self._main, name=f"zync-{self.name}", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout: float | None = 120.0) -> None:
+        """Ask the loop to finish what it is doing and stop; waits up to ``timeout``."""
+        with self._lock:
+            thread = self._thread
+            if thread is not None and thread.is_alive() and self._state != FAILED:
+                self._state = STOPPING
+        self._stop.set()
+        self._wake()
+        if thread is not None:
+            thread.join(timeout)
+
+    def join(self, timeout: float | None = None) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def status(self) -> ServiceStatus[D]:
+        now = time.time()
+        with self._lock:
+            while self._recent and self._recent[0][0] < now - RATE_WINDOW:
+                self._recent.popleft()
+            recent = sum(n for _, n in self._recent)
+            state = self._state
+            if (
+                state in (RUNNING, STARTING, STOPPING)
+                and not self.running
+                and self._thread is not None
+            ):
+                state = STOPPED
+            return ServiceStatus(
+                name=self.name,
+                state=state,
+                started_at=self._started_at,
+                last_commit=self._last_commit,
+                commits=self._commits,
+                records=self._records,
+                rate=recent / RATE_WINDOW,
+                last_error=self._error,
+                detail=self._detail(),
+            )
+
+    # -- for subclasses -----------------------------------------------------------------
+
+    def _run(self, stop: threading.Event) -> None:
+        raise NotImplementedError
+
+    def _detail(self) -> D | None:
+        return None
+
+    def _wake(self) -> None:
+        """Called by :meth:`stop`: interrupt a wait of the loop."""
+
+    def _running(self) -> None:
+        with self._lock:
+            if self._state == STARTING:
+                self._state = RUNNING
+
+    def _committed(self, version: int | None, records: int, where: str = "") -> None:
+        now = time.time()
+        with self._lock:
+            self._last_commit = Commit(version, now, records, where)
+            self._commits += 1
+            self._records += records
+            self._recent.append((now, records))
+
+    def _failed_softly(self, message: str | None) -> None:
+        """Record (or clear, with None) an error the loop survives."""
+        with self._lock:
+            self._error = message
+
+    def _event(self, kind: str, message: str) -> None:
+        event = ServiceEvent(self.name, kind, message, time.time())
+        for listener in list(self._listeners):
+            with contextlib.suppress(Exception):  # a listener never stops a loop
+                listener(event)
+
+    def _main(self) -> None:
+        self._event("started", "started")
+        try:
+            self._run(self._stop)
+        except BaseException as exc:  # noqa: BLE001 - kept in the status
+            message = one_line(exc, typed=True)
+            with self._lock:
+                self._state = FAILED
+                self._error = message
+            self._event("failed", f"failed: {message}")
+            return
+        with self._lock:
+            self._state = STOPPED
+        self._event("stopped", "stopped")

@@ -1,0 +1,136 @@
+"""`zync query SQL`: Spark SQL over the pools of the lake, as a table, JSON lines or CSV.
+
+The lead's CLI adds it with :func:`register`. Run alone:
+``python -m zync_tui.commands.query query "SELECT ..."``.
+"""
+
+# No `from __future__ import annotations`: typer reads the annotations at import time.
+
+import csv
+import enum
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from zync_tui.commands import standalone_app
+from zync_tui.errors import UserError, lake_errors, warn
+from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class OutputFormat(enum.StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+def _as_text(df: "DataFrame") -> "DataFrame":
+    """Every column as text: nested values as JSON, NULL stays NULL."""
+    from pyspark.sql import functions as F  # deferred: pyspark, only when a query runs
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
+
+    cols = []
+    for field in df.schema.fields:
+        col = F.col(f"`{field.name}`")
+        if isinstance(field.dataType, StructType | ArrayType | MapType):
+            col = F.to_json(col)
+        elif isinstance(field.dataType, BinaryType):
+            col = F.base64(col)
+        cols.append(col.cast("string").alias(field.name))
+    return df.select(*cols)
+
+
+def query(
+    sql: Annotated[str, typer.Argument(help="Spark SQL; every pool is a view (see below).",
+                                       show_default=False)],
+    lake: LakeOption = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
+    as_of: Annotated[
+        int | None,
+        typer.Option("--as-of", metavar="VERSION", min=0, help="Read every pool at this Delta version (for one pool: P VERSION AS OF n).",
+                     show_default=False),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=0, help="Print at most this many rows.", show_default=False)
+    ] = None,
+    spark_master: SparkMasterOption = None,
+) -> None:
+    """Run Spark SQL over the pools of the lake.
+
+    Each pool P is the view P: its records (seqno, kafka, key, value), typed, so value.after.ID works; with P_deadletters (seqno, kafka, stage, error, key_bytes, value_bytes) and, for staging pools, P_markers. A '-' in a pool name becomes '_' (raw-2024 is raw_2024).
+
+    Time travel, per reference: P VERSION AS OF n, or P TIMESTAMP AS OF 'YYYY-MM-DD HH:MM:SS' (the newest version committed by then; UTC unless spark.json sets the session time zone); several versions of one pool may meet in a query. --as-of n reads every pool at version n. Delta's DESCRIBE HISTORY P \\[LIMIT n] and DESCRIBE DETAIL P take the pool names you see.
+
+    Examples:
+      zync query "SELECT value.after.ID FROM Raw WHERE value.op = 'c'"
+      zync query "SELECT count(*) FROM Staging VERSION AS OF 3"
+      zync query "SELECT * FROM Raw TIMESTAMP AS OF '2026-11-23 10:00:00'"
+      zync query "SELECT n.* FROM Staging VERSION AS OF 5 n
+                  LEFT ANTI JOIN Staging VERSION AS OF 3 o USING (seqno)"
+      zync query "DESCRIBE HISTORY Raw LIMIT 5"
+      zync query "DESCRIBE DETAIL `raw-2024`"
+    """
+    from engine.api import query as run_query  # deferred: keeps `zync --help` fast
+
+    with lake_errors():
+        spark = spark_session(spark_master)
+        df, catalog = run_query(spark, open_lake(lake), sql, as_of=as_of)
+        for name, reason in catalog.skipped.items():
+            if as_of is None:
+                warn(f"{escape(name)} skipped: {escape(reason)}")
+        if limit is not None:
+            df = df.limit(limit)
+        try:
+            if fmt is OutputFormat.json:
+                from pyspark.sql import functions as F
+
+                lines = df.select(
+                    F.to_json(F.struct("*"), {"ignoreNullFields": "false"}).alias("j")
+                ).collect()
+                for row in lines:
+                    sys.stdout.write(row["j"] + "\n")
+                return
+            text = _as_text(df)
+            names = text.columns
+            rows = [[r[i] for i in range(len(names))] for r in text.collect()]
+        except Exception as exc:
+            from pyspark.errors import PySparkException
+
+            if isinstance(exc, PySparkException):
+                raise UserError(str(exc).strip().splitlines()[0]) from None
+            raise
+        if fmt is OutputFormat.csv:
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(names)
+            writer.writerows([["" if v is None else v for v in values] for values in rows])
+            return
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for name in names:
+            table.add_column(escape(name), overflow="fold")
+        for values in rows:
+            table.add_row(*[escape(v) if v is not None else "[dim]NULL[/]" for v in values])
+        _out.print(table)
+        _err.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def register(root: typer.Typer) -> None:
+    """Add the top-level `query` command."""
+    root.command(name="query")(query)
+
+
+def make_app() -> typer.Typer:
+    """A typer app with just this command (tests, ``python -m``)."""
+    return standalone_app(register)
+
+
+if __name__ == "__main__":
+    make_app()()
