@@ -256,7 +256,7 @@ class Run:
         return next((ln for ln in self.text().splitlines() if words in ln), None)
 
     def running(self) -> bool:
-        """True while the command runs; an early exit fails the test with its output."""
+        """True while the command runs; an exit fails the test with its output."""
         if self.proc.poll() is not None:
             raise AssertionError(f"exited ({self.proc.returncode}):\n{self.text()[-3000:]}")
         return True
@@ -314,7 +314,7 @@ def test_broker_paused_during_from_kafka(healthy: Stack, tmp_path: Path) -> None
             "--lake", str(lake), "-b", healthy.bootstrap, "--max-records", "500",
             "--interval", "200ms", "--exit-after", "8s", "--no-progress"]  # fmt: skip
     with running(args, tmp_path / "from-kafka.log", {}) as run:
-        wait_for(lambda: run.running() and len(pool_rows(lake / "raw")) >= 2000, 120,
+        wait_for(lambda: len(pool_rows(lake / "raw")) >= 2000 or not run.running(), 120,
                  "the first records")
 
         paused_at = time.monotonic()
@@ -523,9 +523,10 @@ def test_registry_down_during_from_kafka(healthy: Stack, tmp_path: Path) -> None
     lake = tmp_path / "lake"
     args = ["zync_tui.commands.ingest", "from-kafka", "-t", topic, "-p", "raw", "--create-pool",
             "--lake", str(lake), "-b", healthy.bootstrap, "-r", healthy.registry_url,
-            "--interval", "200ms", "--exit-after", "6s", "--no-progress"]  # fmt: skip
+            # idle long enough that a loaded machine stops the registry before it exits
+            "--interval", "200ms", "--exit-after", "15s", "--no-progress"]  # fmt: skip
     with running(args, tmp_path / "from-kafka.log", {}) as run:
-        wait_for(lambda: run.running() and len(pool_rows(lake / "raw")) >= 301, 120,
+        wait_for(lambda: len(pool_rows(lake / "raw")) >= 301 or not run.running(), 120,
                  "the first records")
 
         stopped_at = time.monotonic()
