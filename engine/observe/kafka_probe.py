@@ -135,7 +135,7 @@ class KafkaProbe:
 
         try:
             return watermarks(self.consumer(), topic, parts, timeout=self.timeout), None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - shown in words
             self.drop()
             return {}, one_line(exc, limit=300)
 

@@ -92,7 +92,8 @@ def test_another_writer_in_between_drops_the_window(spark, tmp_path: Path) -> No
     assert theirs.run_pass().committed  # staging moved under our window
     append_events(raw, demo_batch(3))
     result = ours.run_pass()
-    assert result.committed and not result.warm
+    assert result.committed
+    assert not result.warm
     append_events(raw, demo_batch(4))
     assert ours.run_pass().warm
     assert _staging(lake) == _staging(reference)
