@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from engine.registry.app import create_app
-    from engine.registry.store import RegistryError
+    from engine.registry.errors import RegistryError
 
     try:
         app = create_app(args.db)
