@@ -61,7 +61,8 @@ def parse_json_column(column: Column, data_type: DataType | None) -> Column:
     if data_type is None:
         return column
     if isinstance(data_type, StructType | ArrayType | MapType):
-        return F.from_json(column, data_type, {"mode": "PERMISSIVE"})
+        # pyspark's annotation leaves MapType out; from_json takes it
+        return F.from_json(column, data_type, {"mode": "PERMISSIVE"})  # type: ignore[arg-type]
     if isinstance(data_type, StringType):
         return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v")
     return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v").cast(data_type)

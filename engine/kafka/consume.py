@@ -25,7 +25,7 @@ skipped; with ``strict`` it raises :class:`UndecodableRecord` instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,7 +164,7 @@ def consume(
     schemas: SchemaLookup | None = None,
     on_error: Callable[[BadRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any]]:
     """Decoded records of ``options.topic`` until ``max_records``, ``exit_after`` idle
     seconds, or ``should_stop()``; forever otherwise.
 
@@ -203,7 +203,7 @@ def _records(
     on_error: Callable[[BadRecord], None] | None,
     should_stop: Callable[[], bool] | None,
     make_consumer: Any,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any]]:
     from confluent_kafka import KafkaError, TopicPartition
 
     assigned = options.group is None

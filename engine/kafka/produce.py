@@ -272,7 +272,7 @@ def encode(prepared: Prepared) -> list[tuple[bytes | None, bytes | None]]:
     """The ``(key, value)`` bytes of every record (Avro needs :func:`register` first)."""
     fmt = prepared.options.format
     out: list[tuple[bytes | None, bytes | None]] = []
-    encoders = []
+    encoders: list[tuple[AvroSchema, int] | None] = []
     for chosen in (prepared.key, prepared.value):
         if fmt is Format.AVRO and chosen is not None:
             if chosen.schema_id is None:
