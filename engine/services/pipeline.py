@@ -65,7 +65,7 @@ class Pipeline:
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
         from engine.deliver.loop import config_outputs  # deferred: the codecs (pyarrow)
-        from engine.etl.config import load_config
+        from engine.etl.config_file import load_config
         from engine.settings.errors import NotConfiguredError
         from engine.settings.kafka import load_kafka_profile
         from engine.settings.registry import load_registry_profile
