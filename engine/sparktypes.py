@@ -25,7 +25,7 @@ def load_type(text: str | None) -> DataType | None:
     """The Spark type whose JSON is ``text`` (None for no text)."""
     if not text:
         return None
-    from pyspark.sql.types import _parse_datatype_json_string
+    from pyspark.sql.types import _parse_datatype_json_string  # deferred: pyspark
 
     return _parse_datatype_json_string(text)
 
@@ -55,8 +55,8 @@ def parse_json_column(column: Column, data_type: DataType | None) -> Column:
 
     Without a known type the JSON text is kept as a string.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+    from pyspark.sql import functions as F  # deferred: pyspark
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType  # deferred: pyspark
 
     if data_type is None:
         return column
@@ -80,7 +80,7 @@ def merge_spark_types(a: DataType, b: DataType) -> DataType:
     gives DoubleType; decimals widen to cover both. NullType yields to the other type.
     Any other conflict gives StringType, whose ``from_json`` value is the JSON text.
     """
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if a == b:
         return a

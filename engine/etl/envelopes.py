@@ -28,7 +28,7 @@ def kafka_type() -> StructType:
 
 def envelope_schema(types: TopicTypes) -> StructType:
     """The typed envelope: ``seqno, kafka, key, value`` with the topic's types."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     key_type, value_type = types
     return T.StructType(
@@ -43,7 +43,7 @@ def envelope_schema(types: TopicTypes) -> StructType:
 
 def typed_columns(types: TopicTypes) -> list[Column]:
     """``seqno, kafka, key, value`` with key/value JSON text parsed into the types."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # deferred: pyspark
 
     key_type, value_type = types
     return [
@@ -55,15 +55,15 @@ def typed_columns(types: TopicTypes) -> list[Column]:
 
 
 def envelope_struct(types: TopicTypes) -> Column:
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # deferred: pyspark
 
     return F.struct(*typed_columns(types))
 
 
 def json_text(column: Column, data_type: DataType) -> Column:
     """JSON text of a column on the executors (NULL stays NULL: a tombstone)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from pyspark.sql import functions as F  # deferred: pyspark
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if isinstance(data_type, T.NullType):
         return F.lit(None).cast("string")

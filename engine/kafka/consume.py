@@ -146,7 +146,7 @@ class PartDecoder:
 
 
 def _start_offset(start: str | int) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END  # deferred: librdkafka
 
     if start == BEGINNING:
         return int(OFFSET_BEGINNING)
@@ -175,7 +175,7 @@ def consume(
     the registry cannot be reached. The consumer is closed when the iterator ends or is
     closed (also on Ctrl-C).
     """
-    from engine.kafka.clients import consumer, topic_partitions
+    from engine.kafka.clients import consumer, topic_partitions  # deferred: librdkafka
 
     start = _start_offset(options.start)  # check before connecting
     if options.group and isinstance(options.start, int):
@@ -204,7 +204,7 @@ def _records(
     should_stop: Callable[[], bool] | None,
     make_consumer: Any,
 ) -> Generator[dict[str, Any]]:
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition  # deferred: librdkafka
 
     assigned = options.group is None
     idle_since = time.monotonic()
@@ -279,7 +279,7 @@ def _decode(
     strict: bool,
     on_error: Callable[[BadRecord], None] | None,
 ) -> dict[str, Any] | None:
-    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE  # deferred: librdkafka
 
     decoded: dict[str, Any] = {}
     for part, decoder, data in (("key", keys, message.key()), ("value", values, message.value())):

@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
 
+    # deferred: uvicorn and the FastAPI app load once the arguments are checked
     import uvicorn
 
     from engine.registry.app import create_app
