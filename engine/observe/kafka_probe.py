@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import one_line
 from engine.kafka.codecs.detect import sniff
 from engine.kafka.codecs.formats import Format
+from engine.kafka.registry_client import RegistrySchemas
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -152,8 +153,6 @@ class KafkaProbe:
                 if self.registry is None:
                     return None
                 if self._decoder is None:
-                    from engine.kafka.registry_client import RegistrySchemas
-
                     self._decoder = RecordDecoder(
                         Format.AVRO, RegistrySchemas(self.registry, timeout=self.timeout)
                     )
