@@ -175,7 +175,7 @@ def check_rules(
                     assert rule.transaction_topic is not None
                     tx = checker.empty(types[rule.transaction_topic])
                     with checker.guard(index, "transaction-topic", rule.transaction_topic):
-                        txn.check_transaction_topic(tx)
+                        txn.check_transaction_topic(tx, types[rule.transaction_topic])
                 else:
                     with checker.guard(index, "complete-when", rule.complete_when):
                         _ = records.groupBy().agg(F.expr(rule.complete_when).alias("c")).schema

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from engine.etl.sql import quote
 from engine.lake.delta import spark_schema
 from engine.lake.envelope import POOL_SCHEMA
-from engine.sparktypes import merge_spark_types, parse_json_column
+from engine.sparktypes import merge_spark_types
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -41,25 +42,6 @@ def envelope_schema(types: TopicTypes) -> StructType:
     )
 
 
-def typed_columns(types: TopicTypes) -> list[Column]:
-    """``seqno, kafka, key, value`` with key/value JSON text parsed into the types."""
-    from pyspark.sql import functions as F  # deferred: pyspark
-
-    key_type, value_type = types
-    return [
-        F.col("seqno"),
-        F.col("kafka"),
-        parse_json_column(F.col("key"), key_type).alias("key"),
-        parse_json_column(F.col("value"), value_type).alias("value"),
-    ]
-
-
-def envelope_struct(types: TopicTypes) -> Column:
-    from pyspark.sql import functions as F  # deferred: pyspark
-
-    return F.struct(*typed_columns(types))
-
-
 def json_text(column: Column, data_type: DataType) -> Column:
     """JSON text of a column on the executors (NULL stays NULL: a tombstone)."""
     from pyspark.sql import functions as F  # deferred: pyspark
@@ -73,6 +55,59 @@ def json_text(column: Column, data_type: DataType) -> Column:
     wrapped = F.to_json(F.struct(column.alias("v")), keep_nulls)
     return F.when(column.isNull(), F.lit(None).cast("string")).otherwise(
         F.regexp_extract(wrapped, r'^\{"v":(.*)\}$', 1)
+    )
+
+
+def parse_json_sql(expr: str, data_type: DataType | None) -> str:
+    """SQL parsing the JSON text ``expr`` into ``data_type`` (what
+    :func:`engine.sparktypes.parse_json_column` does as a Column); the text as it is
+    when the type is unknown. The type goes in as its JSON form, which ``from_json``
+    reads whatever the field names."""
+    from pyspark.sql import types as T
+
+    if data_type is None:
+        return expr
+    if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
+        return f"from_json({expr}, {quote(data_type.json())}, map('mode', 'PERMISSIVE'))"
+    scalar = f"""get_json_object(concat('{{"v":', {expr}, '}}'), '$.v')"""
+    if isinstance(data_type, T.StringType):
+        return scalar
+    return f"CAST({scalar} AS {data_type.simpleString()})"
+
+
+def typed_sql(types: TopicTypes) -> str:
+    """``seqno, kafka, key, value`` with key/value JSON text parsed into the types."""
+    key_type, value_type = types
+    return (
+        f"seqno, kafka, {parse_json_sql('key', key_type)} AS key, "
+        f"{parse_json_sql('value', value_type)} AS value"
+    )
+
+
+def envelope_sql(types: TopicTypes) -> str:
+    """The typed envelope as one struct: ``seqno, kafka, key, value``."""
+    key_type, value_type = types
+    return (
+        "named_struct('seqno', seqno, 'kafka', kafka, "
+        f"'key', {parse_json_sql('key', key_type)}, "
+        f"'value', {parse_json_sql('value', value_type)})"
+    )
+
+
+def json_text_sql(expr: str, data_type: DataType | None) -> str:
+    """SQL for the JSON text of ``expr`` (NULL stays NULL: a tombstone); what
+    :func:`json_text` does as a Column."""
+    from pyspark.sql import types as T
+
+    if data_type is None or isinstance(data_type, T.NullType):
+        return "CAST(NULL AS STRING)"
+    keep_nulls = "map('ignoreNullFields', 'false')"  # a NULL field is written as null
+    if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
+        return f"to_json({expr}, {keep_nulls})"
+    wrapped = f"to_json(named_struct('v', {expr}), {keep_nulls})"
+    return (
+        f"""CASE WHEN {expr} IS NULL THEN NULL """
+        f"""ELSE regexp_extract({wrapped}, '^\\{{"v":(.*)\\}}$', 1) END"""
     )
 
 

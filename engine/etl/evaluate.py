@@ -1,8 +1,9 @@
 """Evaluating a pass's rules in Spark, in one job.
 
-The candidates (:mod:`engine.etl.read`) are assigned their first matching rule and
-cached once; every rule is planned (:mod:`engine.etl.rules`, :mod:`engine.etl.txn`),
-small sides broadcast. The result — every candidate's fate and every output, its JSON
+The candidates (:mod:`engine.etl.read`) are assigned their first matching rule (cached
+once for a cold pass); every rule is planned (:mod:`engine.etl.rules`,
+:mod:`engine.etl.txn`), small sides broadcast, all as ONE SQL statement
+(:class:`engine.etl.plan_context.PassQuery`). The result — every candidate's fate and every output, its JSON
 made by ``to_json`` — stays on the executors (persisted); one Spark job brings the
 driver the fates (a few small columns per input record) and the number of outputs per
 output topic, and the driver decides (:func:`engine.etl.plan.decide`). A small pass, up
@@ -25,10 +26,11 @@ from engine.etl import read
 from engine.etl.checked import Checked
 from engine.etl.cursors import Positions
 from engine.etl.plan import Plan, decide, empty_plan
-from engine.etl.plan_context import DEAD, FATE_COLUMNS, OUTPUT_COLUMNS, PlanContext, fates
+from engine.etl.plan_context import DEAD, FATE_COLUMNS, OUTPUT_COLUMNS, RESULT_TYPES, PassQuery
 from engine.etl.pools import EtlPools
-from engine.etl.rules import assign_rules, plan_rule, plan_unmatched
+from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
 from engine.etl.spark_errors import quiet_spark_errors
+from engine.etl.sql import quote
 from engine.etl.timings import Timings
 
 if TYPE_CHECKING:
@@ -40,12 +42,6 @@ BROADCAST_ROWS = 200_000
 #: Spark job) and are written with the markers; above, the executors write them.
 DRIVER_OUTPUT_ROWS = 20_000
 
-_RESULT_TYPES = {
-    "kind": "string", "pool": "string", "seqno": "bigint", "topic": "string", "partition": "int",
-    "offset": "bigint", "ts": "timestamp", "rule": "string", "ri": "int", "bundle": "string",
-    "status": "string", "out": "string", "key": "string", "value": "string", "o1": "bigint",
-    "o2": "int", "o3": "bigint", "o4": "bigint", "o5": "bigint",
-}
 
 
 @dataclass(frozen=True)
@@ -100,47 +96,50 @@ class _Evaluated:
 def _evaluate(
     pools: EtlPools, checked: Checked, fresh: DataFrame, done: pa.Table, warm: WarmRead | None
 ) -> _Evaluated:
+    """The pass's one SQL statement (:class:`PassQuery`), run. Cold, the assigned
+    candidates are cached and counted first (every branch of the statement reads them);
+    warm, they are a local frame of a few rows, part of the statement."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     spark = pools.spark
     config = pools.config
     types = pools.types()
-    with quiet_spark_errors():
-        assigned = assign_rules(config, read.candidates(spark, fresh, done), types)
+    query = PassQuery(config, types, checked)
+    names = (query.name("fresh"), query.name("done"))
+    with read.input_views(spark, fresh, done, names) as (fresh_view, done_view), \
+            quiet_spark_errors():  # fmt: skip
+        cand_name = query.name("cand")
+        cand = read.candidates_sql(fresh_view, done_view, small=True)
+        assigned_sql = f"WITH {cand_name} AS ({cand})\n{assign_sql(config, cand_name, types)}"
+        cached: DataFrame | None = None
         if warm is None:
-            assigned = assigned.cache()
-    ctx: PlanContext | None = None
-    try:
-        # cold: materialize the candidates once, every branch of the plan reads them;
-        # warm: they are a local frame of at most this many rows already
-        count = assigned.count() if warm is None else warm.rows.num_rows
-        ctx = PlanContext(spark, config, types, checked, small=count <= BROADCAST_ROWS)
-        dead = fates(fresh.where(F.col("__dead")), None, F.lit(DEAD))
-        fate_parts = [dead]
-        output_parts = []
-        with quiet_spark_errors():
-            for index in range(len(config.transforms) if count else 0):
-                f, o = plan_rule(ctx, index, assigned)
-                fate_parts.append(f)
-                if o is not None:
-                    output_parts.append(o)
-        if count:
-            fate_parts.append(plan_unmatched(ctx, assigned))
-        result = _union(fate_parts, output_parts)
-        if count <= DRIVER_OUTPUT_ROWS:
-            return _Evaluated(result.toArrow(), local=True)
-        result = result.persist(StorageLevel.MEMORY_AND_DISK)
+            cached = spark.sql(assigned_sql).cache()
+            count = cached.count()
+            assigned = query.name("assigned")
+            cached.createOrReplaceTempView(assigned)
+        else:
+            count = warm.rows.num_rows
+            assigned = query.cte("assigned", assigned_sql)
         try:
-            return _Evaluated(_summarize(result), local=False, result=result)
-        except BaseException:
-            result.unpersist()
-            raise
-    finally:
-        if ctx is not None:
-            ctx.drop_views()
-        if warm is None:
-            assigned.unpersist()
+            query.small = count <= BROADCAST_ROWS
+            query.fates(fresh_view, label=None, status=quote(DEAD), where="__dead")
+            for index in range(len(config.transforms) if count else 0):
+                plan_rule(query, index, assigned)
+            if count:
+                plan_unmatched(query, assigned)
+            result = spark.sql(query.text())
+            if count <= DRIVER_OUTPUT_ROWS:
+                return _Evaluated(result.toArrow(), local=True)
+            result = result.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                return _Evaluated(_summarize(result), local=False, result=result)
+            except BaseException:
+                result.unpersist()
+                raise
+        finally:
+            if cached is not None:
+                spark.catalog.dropTempView(assigned)
+                cached.unpersist()
 
 
 def _decided(
@@ -193,27 +192,6 @@ def _with_read(
     return plan
 
 
-def _union(fate_parts: list[DataFrame], output_parts: list[DataFrame]) -> DataFrame:
-    """Every fate and output in one DataFrame with a ``kind`` column (``f``/``o``). The
-    parts get one column list and are unioned by position (cheap to analyze)."""
-
-    def shaped(df: DataFrame, kind: str) -> DataFrame:
-        have = set(df.columns)
-        return df.selectExpr(  # one call: SQL text is parsed in the JVM
-            *[
-                f"CAST({repr(kind) if name == 'kind' else f'`{name}`' if name in have else 'NULL'} "
-                f"AS {type_}) AS `{name}`"
-                for name, type_ in _RESULT_TYPES.items()
-            ]
-        )
-
-    parts = [shaped(f, "f") for f in fate_parts] + [shaped(o, "o") for o in output_parts]
-    result = parts[0]
-    for part in parts[1:]:
-        result = result.union(part)
-    return result
-
-
 def _summarize(result: DataFrame) -> pa.Table:
     """In one Spark job, for the driver: the fate rows (kind ``f``, fate columns only)
     and one row per output topic (kind ``c``: the topic in ``topic``, the number of its
@@ -232,7 +210,7 @@ def _summarize(result: DataFrame) -> pa.Table:
                     if name == "topic"
                     else F.col("offset")
                     if name == "offset"
-                    else F.lit(None).cast(_RESULT_TYPES[name]).alias(name)
+                    else F.lit(None).cast(RESULT_TYPES[name]).alias(name)
                 )
                 for name in FATE_COLUMNS
             ],

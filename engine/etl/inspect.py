@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -19,10 +20,10 @@ from engine.etl import markers as mk
 from engine.etl import read
 from engine.etl.cursors import cursor_filter
 from engine.etl.expiry import age, newest_timestamps
-from engine.etl.plan_context import NO_RULE, PlanContext
+from engine.etl.plan_context import NO_RULE, PassQuery
 from engine.etl.pools import EtlPools
 from engine.etl.result import NOTHING_NEW, ExpiredRecord, PendingRecord
-from engine.etl.rules import assign_rules, plan_rule
+from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
 from engine.etl.spark_errors import quiet_spark_errors
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ def pending(pools: EtlPools, *, limit: int | None = None) -> list[PendingRecord]
     """Input records after the cursors that are not processed yet, in
     (topic, partition, offset) order, with the rule that will take them (the first
     ``limit`` of them, when given)."""
-    from pyspark.sql import functions as F
-
     config = pools.config
     pools.refresh()
     pools.check()
@@ -43,16 +42,18 @@ def pending(pools: EtlPools, *, limit: int | None = None) -> list[PendingRecord]
     if fresh is None:
         return []
     done = read.done_markers(pools, positions)
-    with quiet_spark_errors():
-        assigned = assign_rules(config, read.candidates(pools.spark, fresh, done), pools.types())
-        selected = assigned.select(
-            F.col("kafka.topic").alias("topic"),
-            F.col("kafka.partition").alias("partition"),
-            F.col("kafka.offset").alias("offset"),
-            F.col("kafka.timestamp").alias("ts"),
-            "key",
-            "seqno",
-            "__rule",
+    spark = pools.spark
+    token = uuid.uuid4().hex[:10]
+    names = (f"__z{token}_fresh", f"__z{token}_done")
+    with read.input_views(spark, fresh, done, names) as (fresh_view, done_view), \
+            quiet_spark_errors():  # fmt: skip
+        cand = f"__z{token}_cand"
+        candidates = read.candidates_sql(fresh_view, done_view, small=True)
+        assigned = assign_sql(config, cand, pools.types())
+        selected = spark.sql(
+            f"WITH {cand} AS ({candidates}) SELECT kafka.topic AS topic, "
+            "kafka.partition AS partition, kafka.offset AS offset, kafka.timestamp AS ts, "
+            f"key, seqno, __rule FROM ({assigned})"
         )
         if limit is not None:
             selected = selected.orderBy("topic", "partition", "offset").limit(limit)
@@ -187,23 +188,24 @@ def explain(pools: EtlPools) -> str:
         return out.getvalue()
     done = read.done_markers(pools, positions)
     types = pools.types()
-    ctx = PlanContext(pools.spark, cfg, types, checked)
-    try:
-        with quiet_spark_errors():
-            assigned = assign_rules(cfg, read.candidates(pools.spark, fresh, done), types)
-            plans: list[tuple[str, DataFrame]] = [("candidates", assigned)]
-            for index in range(len(cfg.transforms)):
-                _, outputs_df = plan_rule(ctx, index, assigned)
-                if outputs_df is not None:
-                    plans.append((f"{cfg.describe_rule(index)} outputs", outputs_df))
+    query = PassQuery(cfg, types, checked)
+    spark = pools.spark
+    names = (query.name("fresh"), query.name("done"))
+    with read.input_views(spark, fresh, done, names) as (fresh_view, done_view), \
+            quiet_spark_errors():  # fmt: skip
+        cand = query.cte("cand", read.candidates_sql(fresh_view, done_view, small=True))
+        assigned = query.cte("assigned", assign_sql(cfg, cand, types))
+        query.fates(fresh_view, label=None, status="'dead'", where="__dead")
+        for index in range(len(cfg.transforms)):
+            plan_rule(query, index, assigned)
+        plan_unmatched(query, assigned)
         for index in range(len(cfg.transforms)):
             out.write(f"\n{cfg.describe_rule(index)} → {cfg.transforms[index].out}:\n")
-            out.write(f"  {ctx.sql.get(index, '')}\n")
-        for title, df in plans:
-            out.write(f"\n== Spark plan: {title} ==\n")
-            out.write(_explain(df))
-    finally:
-        ctx.drop_views()
+            out.write(f"  {query.sql.get(index, '')}\n")
+        out.write("\n== the pass as one SQL statement ==\n")
+        out.write(query.text() + "\n")
+        out.write("\n== Spark plan ==\n")
+        out.write(_explain(spark.sql(query.text())))
     return out.getvalue()
 
 

@@ -1,36 +1,34 @@
-"""The rows a rule's plan yields, and what planning a pass's rules shares.
+"""The rows a rule's plan yields, and the one SQL statement a pass is built into.
 
-Each rule gives two DataFrames:
+A pass evaluates every rule in ONE Spark SQL statement (:class:`PassQuery`): common
+table expressions for the candidates, their first matching rule and each rule's view,
+then a ``UNION ALL`` of two kinds of rows, told apart by ``kind``:
 
-* *fates*: rows per candidate of the rule (a record may appear more than once; the
-  driver keeps one per record, processed winning over pending) — ``pool, seqno, topic, partition, offset,
-  ts, rule, ri`` (rule index), ``bundle`` (txn id) and ``status``: ``processed`` or
-  ``pending`` (expiry is decided afterwards on the driver, :mod:`engine.etl.expiry`);
-* *outputs*: ``out, key, value`` (JSON text made by ``to_json`` on the executors),
-  ``ts`` (the newest input timestamp) and the ordering columns ``o1..o5``: the largest
-  input seqno, the rule index, the left (or first) input seqno, the right input seqno
-  and the row's position among one match's outputs (docs/design.md#ordering).
+* *fates* (``f``): rows per candidate of a rule (a record may appear more than once;
+  the driver keeps one per record, processed winning over pending) — ``pool, seqno,
+  topic, partition, offset, ts, rule, ri`` (rule index), ``bundle`` (txn id) and
+  ``status``: ``processed``, ``pending`` or ``dead`` (expiry is decided afterwards on
+  the driver, :mod:`engine.etl.expiry`);
+* *outputs* (``o``): ``out, key, value`` (JSON text made by ``to_json`` on the
+  executors), ``ts`` (the newest input timestamp) and the ordering columns ``o1..o5``:
+  the largest input seqno, the rule index, the left (or first) input seqno, the right
+  input seqno and the row's position among one match's outputs (docs/design.md#ordering).
 
-:class:`PlanContext` holds the session, the configuration, the input types and the temp
-views a pass's rules create. Both :mod:`engine.etl.rules` and :mod:`engine.etl.txn` plan
-with it.
+Text, not DataFrame calls: Spark parses and plans the whole pass once (a few
+milliseconds), where building the same plan call by call through py4j cost a second per
+pass — the difference between a warm pass of half a second and one of two.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from engine.etl.checked import Checked
 from engine.etl.config import EtlConfig
-from engine.etl.envelopes import TopicTypes, json_text
-from engine.etl.spark_errors import quiet_spark_errors
-from engine.etl.sql import wrap_select
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+from engine.etl.envelopes import TopicTypes
+from engine.etl.sql import quote, wrap_select
 
 PENDING = "pending"
 NO_RULE = -1
@@ -45,86 +43,112 @@ FATE_COLUMNS = (
 DEAD = "dead"
 OUTPUT_COLUMNS = ("out", "key", "value", "ts", "o1", "o2", "o3", "o4", "o5")
 
+#: Every column of a pass's result, with its type.
+RESULT_TYPES: Mapping[str, str] = {
+    "kind": "string", "pool": "string", "seqno": "bigint", "topic": "string", "partition": "int",
+    "offset": "bigint", "ts": "timestamp", "rule": "string", "ri": "int", "bundle": "string",
+    "status": "string", "out": "string", "key": "string", "value": "string", "o1": "bigint",
+    "o2": "int", "o3": "bigint", "o4": "bigint", "o5": "bigint",
+}  # fmt: skip
+
+
+def result_row(kind: str, values: Mapping[str, str]) -> str:
+    """A SELECT list of every result column: ``values`` (SQL expressions) where given,
+    NULL elsewhere, each cast to its type."""
+    exprs = {"kind": quote(kind), **values}
+    return ", ".join(
+        f"CAST({exprs.get(name, 'NULL')} AS {type_}) AS {name}"
+        for name, type_ in RESULT_TYPES.items()
+    )
+
 
 @dataclass
-class PlanContext:
-    """What planning a pass's rules needs, and the temp views it created."""
+class PassQuery:
+    """One pass as SQL text: named CTEs, then the union of its fate and output rows."""
 
-    spark: SparkSession
     config: EtlConfig
     types: Mapping[str, TopicTypes]
     checked: Checked
     #: Broadcast the small sides of joins (the candidates of a pass are few).
     small: bool = True
-    token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    views: list[str] = field(default_factory=list)
-    #: The SQL text actually run per rule (for --explain).
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    ctes: list[tuple[str, str]] = field(default_factory=list)
+    rows: list[str] = field(default_factory=list)
+    #: The SQL text of each rule's SELECT, as run (for --explain).
     sql: dict[int, str] = field(default_factory=dict)
 
-    def run_sql(self, index: int, view_df: DataFrame, *, from_names: Sequence[str] = ()) -> DataFrame:
+    def name(self, base: str) -> str:
+        """A CTE or view name of this pass (no user name can collide with it; plain
+        letters, digits and underscores: no quoting needed)."""
+        return f"__z{self.token}_{base}"
+
+    def cte(self, base: str, body: str, *, name: str | None = None) -> str:
+        name = name or self.name(base)
+        self.ctes.append((name, body))
+        return name
+
+    def rule_view(self, index: int, body: str) -> str:
+        """The CTE a rule's SELECT runs over: its struct columns and the order columns
+        (named as ``--explain`` shows it: ``zync_etl_<token>_<rule index>``)."""
+        return self.cte("", body, name=f"zync_etl_{self.token}_{index}")
+
+    def fates(
+        self,
+        source: str,
+        *,
+        label: str | None,
+        status: str,
+        index: int = NO_RULE,
+        where: str | None = None,
+        pool: str = "pool",
+        envelope: str = "",
+        bundle: str = "NULL",
+    ) -> None:
+        """Fate rows of ``source`` (``envelope``: the struct holding ``seqno`` and
+        ``kafka``, e.g. ``right.``; empty for plain columns)."""
+        kafka = f"{envelope}kafka"
+        values = {
+            "pool": pool,
+            "seqno": f"{envelope}seqno",
+            "topic": f"{kafka}.topic",
+            "partition": f"{kafka}.partition",
+            "offset": f"{kafka}.offset",
+            "ts": f"{kafka}.timestamp",
+            "rule": "NULL" if label is None else quote(label),
+            "ri": str(index),
+            "bundle": bundle,
+            "status": status,
+        }
+        self.rows.append(
+            f"SELECT {result_row('f', values)} FROM {source}"
+            + (f" WHERE {where}" if where else "")
+        )
+
+    def outputs(self, index: int, view: str, from_names: tuple[str, ...] = ()) -> None:
+        """Output rows of rule ``index``: its SELECT run over ``view`` (which holds the
+        rule's struct columns and :data:`ORDER_COLUMNS`), key and value made JSON text."""
+        from engine.etl.envelopes import json_text_sql  # deferred: pyspark types
+
         rule = self.config.transforms[index]
-        view = f"zync_etl_{self.token}_{index}"
-        view_df.createOrReplaceTempView(view)
-        self.views.append(view)
         wrapped = wrap_select(rule.sql, view, ORDER_COLUMNS, from_names=from_names)
         self.sql[index] = wrapped
-        with quiet_spark_errors():
-            return self.spark.sql(wrapped)
+        result = self.cte(f"r{index}_sql", wrapped)
+        check = self.checked.rules[index]
+        values = {
+            "out": quote(rule.out),
+            "key": json_text_sql("key", check.key_type),
+            "value": json_text_sql("value", check.value_type),
+            "ts": "__zts",
+            "o1": "__zo1",
+            "o2": "__zo2",
+            "o3": "__zo3",
+            "o4": "__zo4",
+            "o5": "monotonically_increasing_id()",
+        }
+        self.rows.append(f"SELECT {result_row('o', values)} FROM {result}")
 
-    def drop_views(self) -> None:
-        for view in self.views:
-            self.spark.catalog.dropTempView(view)
-        self.views.clear()
-
-
-def fates(
-    df: DataFrame,
-    label: str | None,
-    status: Column,
-    index: int = NO_RULE,
-    bundle: Column | None = None,
-) -> DataFrame:
-    """Fate rows (:data:`FATE_COLUMNS`) for rows with ``pool, seqno, kafka``: the rule's
-    label and index, the txn bundle id (txn rules) and the status."""
-    from pyspark.sql import functions as F
-
-    return df.select(
-        "pool",
-        "seqno",
-        F.col("kafka.topic").alias("topic"),
-        F.col("kafka.partition").alias("partition"),
-        F.col("kafka.offset").alias("offset"),
-        F.col("kafka.timestamp").alias("ts"),
-        F.lit(label).cast("string").alias("rule"),
-        F.lit(index).cast("int").alias("ri"),
-        (bundle if bundle is not None else F.lit(None)).cast("string").alias("bundle"),
-        status.alias("status"),
-    )
-
-
-def outputs(ctx: PlanContext, index: int, result: DataFrame) -> DataFrame:
-    """Output rows (:data:`OUTPUT_COLUMNS`) from a rule's SQL result."""
-    from pyspark.sql import functions as F
-
-    rule = ctx.config.transforms[index]
-    schema = result.schema
-    return result.select(
-        F.lit(rule.out).alias("out"),
-        json_text(F.col("key"), schema["key"].dataType).alias("key"),
-        json_text(F.col("value"), schema["value"].dataType).alias("value"),
-        F.col("__zts").alias("ts"),
-        F.col("__zo1").cast("long").alias("o1"),
-        F.col("__zo2").cast("int").alias("o2"),
-        F.col("__zo3").cast("long").alias("o3"),
-        F.col("__zo4").cast("long").alias("o4"),
-        F.monotonically_increasing_id().alias("o5"),
-    )
-
-
-def of_rule(assigned: DataFrame, index: int, topic: str | None = None) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    df = assigned.where(F.col("__rule") == F.lit(index))
-    if topic is not None:
-        df = df.where(F.col("kafka.topic") == F.lit(topic))
-    return df
+    def text(self) -> str:
+        """The whole statement."""
+        withs = ",\n".join(f"{name} AS (\n{body}\n)" for name, body in self.ctes)
+        union = "\nUNION ALL\n".join(self.rows)
+        return f"WITH\n{withs}\n{union}" if withs else union

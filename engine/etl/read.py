@@ -3,17 +3,18 @@ them, and the *candidates* — the records no marker covers.
 
 Per raw pool only the files that may hold rows with ``seqno >= floor`` are read (Delta
 statistics); markers only from staging files with ``seqno >= marker-floor``
-(:mod:`engine.etl.cursors`). The candidates are the fresh records minus the done ones:
-a set filter when there are few markers, else a broadcast anti-join. pyspark is
+(:mod:`engine.etl.cursors`). The candidates are the fresh records minus the done ones (an
+anti-join, the markers broadcast), as SQL text for the pass's statement. pyspark is
 imported inside the functions (deferred: importing the engine does not load Spark).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.etl import markers as mk
 from engine.etl.cursors import Positions, cursor_filter
@@ -22,10 +23,6 @@ from engine.lake import delta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-#: Up to this many done markers above the cursors are excluded with a set filter.
-DONE_AS_SET = 20_000
-
 
 def fresh_records(pools: EtlPools, positions: Positions) -> DataFrame | None:
     """Rows of the input topics above the cursors, from raw files with
@@ -63,30 +60,38 @@ def fresh_records(pools: EtlPools, positions: Positions) -> DataFrame | None:
     return result
 
 
-def candidates(spark: SparkSession, fresh: DataFrame, done: pa.Table) -> DataFrame:
-    """The input records of ``fresh`` that no marker above the cursors covers: a
-    set filter when the done side is small, else a broadcast anti-join."""
-    from pyspark.sql import functions as F
+def candidates_sql(fresh: str, done: str | None, *, small: bool) -> str:
+    """A SELECT of the records of the view ``fresh`` (not dead letters) that no marker
+    of the view ``done`` (``topic, partition, offset``; None: no markers) covers."""
+    columns = "f.pool, f.seqno, f.kafka, f.key, f.value"
+    if done is None:
+        return f"SELECT {columns} FROM {fresh} f WHERE NOT f.__dead"
+    hint = f"/*+ BROADCAST({done}) */ " if small else ""
+    return (
+        f"SELECT {hint}{columns} FROM {fresh} f LEFT ANTI JOIN {done} "
+        f"ON f.kafka.topic = {done}.topic AND f.kafka.partition = {done}.partition "
+        f"AND f.kafka.offset = {done}.offset WHERE NOT f.__dead"
+    )
 
-    records = fresh.where(~F.col("__dead"))
-    if done.num_rows == 0:
-        return records
-    key = F.concat_ws(
-        "\x01",
-        F.col("kafka.topic"),
-        F.col("kafka.partition").cast("string"),
-        F.col("kafka.offset").cast("string"),
-    )
-    keys = pc.binary_join_element_wise(
-        done.column("topic"),
-        done.column("partition").cast(pa.string()),
-        done.column("offset").cast(pa.string()),
-        "\x01",
-    )
-    if done.num_rows <= DONE_AS_SET:
-        return records.where(~key.isin(keys.to_pylist()))
-    side = spark.createDataFrame(pa.table({"__k": keys}))
-    return records.join(F.broadcast(side), key == F.col("__k"), "left_anti")
+
+@contextlib.contextmanager
+def input_views(
+    spark: SparkSession, fresh: DataFrame, done: pa.Table, names: tuple[str, str]
+) -> Iterator[tuple[str, str | None]]:
+    """``fresh`` and ``done`` as temp views named ``names`` (no done view when there
+    are no markers), dropped afterwards."""
+    fresh_view, done_view = names
+    fresh.createOrReplaceTempView(fresh_view)
+    registered = [fresh_view]
+    if done.num_rows:
+        keys = done.select(["topic", "partition", "offset"])
+        spark.createDataFrame(keys).createOrReplaceTempView(done_view)
+        registered.append(done_view)
+    try:
+        yield fresh_view, done_view if done.num_rows else None
+    finally:
+        for view in registered:
+            spark.catalog.dropTempView(view)
 
 
 def done_markers(pools: EtlPools, positions: Positions) -> pa.Table:

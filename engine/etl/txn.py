@@ -28,140 +28,149 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.etl.config import TxnRule
-from engine.etl.envelopes import merge_types, typed_columns
-from engine.etl.plan_context import PENDING, PlanContext, fates, of_rule, outputs
-from engine.etl.spark_errors import quiet_spark_errors
+from engine.etl.envelopes import TopicTypes, merge_types, typed_sql
+from engine.etl.plan_context import PENDING, PassQuery
 from engine.etl.sql import quote
 from engine.lake.envelope import PROCESSED
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 _BY_SEQNO = (
     "(a, b) -> CASE WHEN a.seqno < b.seqno THEN -1 WHEN a.seqno > b.seqno THEN 1 ELSE 0 END"
 )
+
+_COLLECTIONS = "array<struct<data_collection:string,event_count:bigint>>"
 
 
 def _belongs(topic: str, collection: str) -> str:
     return f"({topic} = {collection} OR endswith({topic}, concat('.', {collection})))"
 
 
-_COLLECTIONS = "array<struct<data_collection:string,event_count:bigint>>"
-
-
-def data_collections(tx: DataFrame) -> Column:
+def data_collections_sql(types: TopicTypes) -> str:
     """END's ``data_collections`` as ``array<struct<data_collection, event_count>>``.
 
     When the topic's type holds the field as text (a first batch of BEGIN events only,
     where it is always null, infers a string), the JSON text is parsed."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
-    field = tx.select(F.expr("value.data_collections").alias("d")).schema["d"].dataType
+    value_type = types[1]
+    field = None
+    if isinstance(value_type, T.StructType) and "data_collections" in value_type.fieldNames():
+        field = value_type["data_collections"].dataType
     if isinstance(field, T.StringType):
-        return F.from_json(F.expr("value.data_collections"), _COLLECTIONS)
-    return F.expr(
-        "transform(value.data_collections, c -> named_struct("
+        return f"from_json(value.data_collections, {quote(_COLLECTIONS)})"
+    return (
+        "CAST(transform(value.data_collections, c -> named_struct("
         "'data_collection', CAST(c.data_collection AS STRING), "
-        "'event_count', CAST(c.event_count AS BIGINT)))"
-    ).cast(_COLLECTIONS)
+        f"'event_count', CAST(c.event_count AS BIGINT))) AS {_COLLECTIONS})"
+    )
 
 
-def check_transaction_topic(tx: DataFrame) -> None:
+def check_transaction_topic(tx: DataFrame, types: TopicTypes) -> None:
     """Analyze the fields of Debezium BEGIN/END events the completion needs."""
-    from pyspark.sql import functions as F
-
-    _ = tx.select(
-        F.expr("CAST(value.id AS STRING)"),
-        F.expr("value.status = 'END'"),
-        F.expr("CAST(value.event_count AS BIGINT)"),
-        data_collections(tx),
+    _ = tx.selectExpr(
+        "CAST(value.id AS STRING)",
+        "value.status = 'END'",
+        "CAST(value.event_count AS BIGINT)",
+        data_collections_sql(types),
     ).schema
 
 
-def plan_txn(ctx: PlanContext, index: int, assigned: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(fates, outputs) of a txn rule: one aggregation by transaction id (one shuffle),
-    joined back to the bundles' records with the small status side broadcast."""
-    from pyspark.sql import functions as F
-
-    rule = ctx.config.transforms[index]
+def plan_txn(query: PassQuery, index: int, assigned: str) -> None:
+    """A txn rule's fates and outputs: its records grouped by transaction id (one
+    shuffle), joined back to the bundles' records with the small status side
+    broadcast."""
+    rule = query.config.transforms[index]
     assert isinstance(rule, TxnRule)
-    label = ctx.config.rule_label(index)
-    merged = merge_types([ctx.types[t] for t in rule.in_])
-
-    changes = of_rule(assigned, index).where(F.col("kafka.topic").isin(list(rule.in_)))
-    typed = changes.select("pool", *typed_columns(merged), "__txn")
-    envelope = F.struct("seqno", "kafka", "key", "value")
-    records = F.expr(f"array_sort(collect_list(__env), {_BY_SEQNO})").alias("records")
-    common = [
-        F.max("seqno").alias("__zo1"),
-        F.min("seqno").alias("__zo3"),
-        F.max("kafka.timestamp").alias("__zts"),
-    ]
+    label = query.config.rule_label(index)
+    merged = merge_types([query.types[t] for t in rule.in_])
+    topics = ", ".join(quote(t) for t in rule.in_)
+    changes = query.cte(
+        f"r{index}_changes",
+        f"SELECT pool, {typed_sql(merged)}, __txn FROM {assigned} "
+        f"WHERE __rule = {index} AND kafka.topic IN ({topics})",
+    )
+    records = (
+        f"array_sort(collect_list(named_struct('seqno', seqno, 'kafka', kafka, "
+        f"'key', key, 'value', value)), {_BY_SEQNO}) AS records"
+    )
     if not rule.debezium:
-        with quiet_spark_errors():
-            complete = F.coalesce(F.expr(rule.complete_when), F.lit(False)).alias("__complete")
-        rows = typed.select("*", envelope.alias("__env"))
-        bundles = rows.groupBy("__txn").agg(records, *common, complete)
-        members = rows.select("pool", "seqno", "kafka", "__txn")
+        bundles = query.cte(
+            f"r{index}_bundles",
+            f"SELECT __txn, {records}, max(seqno) AS __zo1, min(seqno) AS __zo3, "
+            f"max(kafka.timestamp) AS __zts, "
+            f"coalesce({rule.complete_when}, false) AS __complete "
+            f"FROM {changes} GROUP BY __txn",
+        )
+        members = f"SELECT pool, seqno, kafka, __txn FROM {changes}"
     else:
         assert rule.transaction_topic is not None
-        tx = of_rule(assigned, index, rule.transaction_topic).select(
-            "pool", *typed_columns(ctx.types[rule.transaction_topic]), "__txn"
+        tx_types = query.types[rule.transaction_topic]
+        tx = query.cte(
+            f"r{index}_tx",
+            f"SELECT pool, {typed_sql(tx_types)}, __txn FROM {assigned} "
+            f"WHERE __rule = {index} AND kafka.topic = {quote(rule.transaction_topic)}",
         )
-        dcs = data_collections(tx)
-        change_rows = typed.select(
-            "__txn", "pool", "seqno", "kafka",
-            envelope.alias("__env"),
-            F.col("kafka.topic").alias("__topic"),
-            F.lit(None).cast("boolean").alias("__end"),
-            F.lit(None).cast("bigint").alias("__count"),
-            F.lit(None).cast(_COLLECTIONS).alias("__dcs"),
+        change_agg = query.cte(
+            f"r{index}_change_agg",
+            f"SELECT __txn, {records}, max(seqno) AS __max, min(seqno) AS __min, "
+            f"max(kafka.timestamp) AS __ts, collect_list(kafka.topic) AS __topics "
+            f"FROM {changes} GROUP BY __txn",
         )
-        tx_rows = tx.select(
-            "__txn", "pool", "seqno", "kafka",
-            F.lit(None).cast(change_rows.schema["__env"].dataType).alias("__env"),
-            F.lit(None).cast("string").alias("__topic"),
-            F.expr("value.status = 'END'").alias("__end"),
-            F.expr("CAST(value.event_count AS BIGINT)").alias("__count"),
-            dcs.alias("__dcs"),
+        tx_agg = query.cte(
+            f"r{index}_tx_agg",
+            f"SELECT __txn, max(seqno) AS __max, min(seqno) AS __min, "
+            f"max(kafka.timestamp) AS __ts, "
+            f"max(CASE WHEN value.status = 'END' THEN CAST(value.event_count AS BIGINT) END) "
+            f"AS __count, first(CASE WHEN value.status = 'END' THEN "
+            f"{data_collections_sql(tx_types)} END, true) AS __dcs "
+            f"FROM {tx} GROUP BY __txn",
         )
-        rows = change_rows.unionByName(tx_rows)
-        ours = "array(" + ", ".join(quote(t) for t in rule.in_) + ")"
+        ours = f"array({topics})"
         required = (
             f"filter(coalesce(__dcs, array()), c -> exists({ours}, t -> "
             f"{_belongs('t', 'c.data_collection')}))"
         )
-        complete_sql = (
+        complete = (
             f"__count IS NOT NULL AND forall({required}, c -> "
             f"size(filter(coalesce(__topics, array()), t -> "
             f"{_belongs('t', 'c.data_collection')})) = c.event_count)"
         )
-        aggregated = rows.groupBy("__txn").agg(
-            records,
-            *common,
-            F.collect_list("__topic").alias("__topics"),
-            F.max(F.when(F.col("__end"), F.col("__count"))).alias("__count"),
-            F.first(F.when(F.col("__end"), F.col("__dcs")), ignorenulls=True).alias("__dcs"),
+        joined = (
+            f"SELECT coalesce(c.__txn, t.__txn) AS __txn, "
+            f"coalesce(c.records, array()) AS records, "
+            f"greatest(c.__max, t.__max) AS __zo1, least(c.__min, t.__min) AS __zo3, "
+            f"greatest(c.__ts, t.__ts) AS __zts, c.__topics AS __topics, "
+            f"t.__count AS __count, t.__dcs AS __dcs "
+            f"FROM {change_agg} c FULL OUTER JOIN {tx_agg} t ON c.__txn = t.__txn"
         )
-        bundles = aggregated.select("*", F.expr(complete_sql).alias("__complete"))
-        members = rows.select("pool", "seqno", "kafka", "__txn")
-
-    status = bundles.select("__txn", F.col("__complete").alias("__c"))
-    fate_rows = fates(
-        members.join(F.broadcast(status) if ctx.small else status, "__txn", "inner"),
-        label,
-        F.when(F.col("__c"), F.lit(PROCESSED)).otherwise(F.lit(PENDING)),
+        bundles = query.cte(
+            f"r{index}_bundles",
+            f"SELECT *, coalesce({complete}, false) AS __complete FROM ({joined})",
+        )
+        members = (
+            f"SELECT pool, seqno, kafka, __txn FROM {changes} "
+            f"UNION ALL SELECT pool, seqno, kafka, __txn FROM {tx}"
+        )
+    hint = "/*+ BROADCAST(s) */ " if query.small else ""
+    fated = query.cte(
+        f"r{index}_members",
+        f"SELECT {hint}m.pool, m.seqno, m.kafka, m.__txn, s.__complete AS __c "
+        f"FROM ({members}) m JOIN (SELECT __txn, __complete FROM {bundles}) s "
+        f"ON m.__txn = s.__txn",
+    )
+    query.fates(
+        fated,
+        label=label,
+        status=f"CASE WHEN __c THEN {quote(PROCESSED)} ELSE {quote(PENDING)} END",
+        index=index,
+        bundle="__txn",
+    )
+    view = query.rule_view(
         index,
-        F.col("__txn"),
+        f"SELECT named_struct('txn_id', __txn, 'records', records) AS bundle, __zo1, "
+        f"{index} AS __zo2, __zo3, CAST(0 AS BIGINT) AS __zo4, __zts "
+        f"FROM {bundles} WHERE __complete AND size(records) > 0",
     )
-    view = bundles.where(F.col("__complete") & (F.size("records") > 0)).select(
-        F.struct(F.col("__txn").alias("txn_id"), F.col("records")).alias("bundle"),
-        "__zo1",
-        F.lit(index).alias("__zo2"),
-        "__zo3",
-        F.lit(0).cast("long").alias("__zo4"),
-        "__zts",
-    )
-    out = outputs(ctx, index, ctx.run_sql(index, view, from_names=["bundle"]))
-    return fate_rows, out
+    query.outputs(index, view, from_names=("bundle",))

@@ -255,6 +255,12 @@ class Run:
     def line(self, words: str) -> str | None:
         return next((ln for ln in self.text().splitlines() if words in ln), None)
 
+    def running(self) -> bool:
+        """True while the command runs; an early exit fails the test with its output."""
+        if self.proc.poll() is not None:
+            raise AssertionError(f"exited ({self.proc.returncode}):\n{self.text()[-3000:]}")
+        return True
+
     def wait_line(self, words: str, timeout: float) -> float:
         def seen() -> bool:
             if self.proc.poll() is not None and self.line(words) is None:
@@ -304,11 +310,12 @@ def test_broker_paused_during_from_kafka(healthy: Stack, tmp_path: Path) -> None
     sent = Sent()
     produce(kafka, topic, json_values(0, 2000), sent)
     lake = tmp_path / "lake"
-    args = ["zync_tui.commands.pool", "from-kafka", "-t", topic, "-p", "raw", "--create-pool",
+    args = ["zync_tui.commands.ingest", "from-kafka", "-t", topic, "-p", "raw", "--create-pool",
             "--lake", str(lake), "-b", healthy.bootstrap, "--max-records", "500",
             "--interval", "200ms", "--exit-after", "8s", "--no-progress"]  # fmt: skip
     with running(args, tmp_path / "from-kafka.log", {}) as run:
-        wait_for(lambda: len(pool_rows(lake / "raw")) >= 2000, 120, "the first records")
+        wait_for(lambda: run.running() and len(pool_rows(lake / "raw")) >= 2000, 120,
+                 "the first records")
 
         paused_at = time.monotonic()
         healthy.pause_broker()
@@ -514,11 +521,12 @@ def test_registry_down_during_from_kafka(healthy: Stack, tmp_path: Path) -> None
     unknown = avro.encode(999_999, v1.parsed, {"i": -1, "label": "nobody knows my schema"})
     produce(kafka, topic, [unknown], sent)  # a registry that answers: a dead letter
     lake = tmp_path / "lake"
-    args = ["zync_tui.commands.pool", "from-kafka", "-t", topic, "-p", "raw", "--create-pool",
+    args = ["zync_tui.commands.ingest", "from-kafka", "-t", topic, "-p", "raw", "--create-pool",
             "--lake", str(lake), "-b", healthy.bootstrap, "-r", healthy.registry_url,
             "--interval", "200ms", "--exit-after", "6s", "--no-progress"]  # fmt: skip
     with running(args, tmp_path / "from-kafka.log", {}) as run:
-        wait_for(lambda: len(pool_rows(lake / "raw")) >= 301, 120, "the first records")
+        wait_for(lambda: run.running() and len(pool_rows(lake / "raw")) >= 301, 120,
+                 "the first records")
 
         stopped_at = time.monotonic()
         healthy.stop_registry()

@@ -80,7 +80,7 @@ def test_sql_must_yield_key_and_value(spark, ingested) -> None:
 def test_unknown_pools(spark, ingested) -> None:
     message = _fails(ingested, spark, GOOD.replace("{topic: Invoices, pool: Raw}", "{topic: Invoices, pool: Raww}"))
     assert message.startswith("etl.yaml: input pool 'Raww': no pool 'Raww' in lake")
-    message = _fails(ingested, spark, GOOD.replace("pool: Staging}", "pool: Raw}"))
+    message = _fails(ingested, spark, GOOD.replace("pool: Staging", "pool: Raw"))
     assert "output pool 'Raw' is a raw pool, an ETL output must be a staging pool" in message
 
 

@@ -249,7 +249,7 @@ def test_time_travel_errors_are_one_line_naming_the_pool(spark, filled: Lake) ->
 
 
 def test_describe_history_and_detail_take_pool_names(spark, filled: Lake) -> None:
-    from zync_tui.commands.pool import make_app
+    from zync_tui.commands.query import make_app
 
     for name in ("raw-cdc", "`raw-cdc`", "raw_cdc", "RAW_CDC"):
         df, _ = query(spark, filled, f"DESCRIBE HISTORY {name}")
