@@ -63,6 +63,7 @@ def parse_json_sql(expr: str, data_type: DataType | None) -> str:
     :func:`engine.sparktypes.parse_json_column` does as a Column); the text as it is
     when the type is unknown. The type goes in as its JSON form, which ``from_json``
     reads whatever the field names."""
+    # deferred: pyspark
     from pyspark.sql import types as T
 
     if data_type is None:
@@ -97,6 +98,7 @@ def envelope_sql(types: TopicTypes) -> str:
 def json_text_sql(expr: str, data_type: DataType | None) -> str:
     """SQL for the JSON text of ``expr`` (NULL stays NULL: a tombstone); what
     :func:`json_text` does as a Column."""
+    # deferred: pyspark
     from pyspark.sql import types as T
 
     if data_type is None or isinstance(data_type, T.NullType):

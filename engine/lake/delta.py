@@ -70,6 +70,7 @@ def arrow_schema(table: DeltaTable) -> pa.Schema:
 
 def spark_schema(schema: pa.Schema) -> StructType:
     """A pyarrow schema as the Spark StructType that reads the same Parquet files."""
+    # deferred: pyspark
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
@@ -196,6 +197,7 @@ def written_file(root: str | Path, path: str) -> WrittenFile:
     to :data:`STATS_STRING_PREFIX`), and an object (maybe empty) for every struct column
     — a struct missing from ``minValues`` would make delta-rs' Arrow dataset think
     every filter on it fails."""
+    # deferred: pyarrow.parquet, loaded on use
     import pyarrow.parquet as pq
 
     full = Path(root) / path
@@ -277,6 +279,7 @@ def write_files(root: str | Path, table: pa.Table) -> list[WrittenFile]:
     """Write ``table`` as one Parquet file directly in the table directory ``root``
     (named like delta-rs names its files). Nothing is committed: see
     :func:`commit_files`."""
+    # deferred: pyarrow.parquet, loaded on use
     import pyarrow.parquet as pq
 
     if not table.num_rows:

@@ -447,6 +447,7 @@ class Pool:
         (``<label>-<uuid>``), from the Spark executors, without committing them (see
         :meth:`commit_rows`). The lake must be on storage that the executors and this
         process share."""
+        # deferred: pyspark
         from pyspark.sql import functions as F
 
         # timestamps as every Delta reader expects them (Spark's default, INT96, is legacy)
@@ -498,6 +499,7 @@ class Pool:
         """Records (not dead letters or markers) as the typed envelope
         ``seqno, kafka, key, value``: key and value parsed into the topic's Spark type
         (or, for all topics, a type merged over them)."""
+        # deferred: pyspark
         from pyspark.sql import functions as F
 
         where = IS_RECORD
