@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -119,11 +119,11 @@ def commit_arrow(
     uri: str | Path | DeltaTable,
     data: pa.Table,
     *,
-    mode: str = "append",
+    mode: Literal["append", "error", "ignore"] = "append",
     app_transactions: Mapping[str, int] | None = None,
     expect_version: int | None = None,
     metadata: Mapping[str, Any] | None = None,
-    schema_mode: str | None = None,
+    schema_mode: Literal["merge", "overwrite"] | None = None,
 ) -> None:
     """Commit ``data`` to the Delta table through delta-rs, in one Delta commit.
 
@@ -139,18 +139,21 @@ def commit_arrow(
         app_transactions=txns or None,
         max_commit_retries=0 if expect_version is not None else None,
     )
-    if expect_version is not None and isinstance(uri, DeltaTable):
-        if uri.version() != expect_version:
-            raise CommitConflict(
-                f"table is at version {uri.version()}, the commit was planned on {expect_version}"
-            )
+    if (
+        expect_version is not None
+        and isinstance(uri, DeltaTable)
+        and uri.version() != expect_version
+    ):
+        raise CommitConflict(
+            f"table is at version {uri.version()}, the commit was planned on {expect_version}"
+        )
     try:
         write_deltalake(
             uri,
             data,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             commit_properties=props,
-            schema_mode=schema_mode,  # type: ignore[arg-type]
+            schema_mode=schema_mode,
         )
     except CommitFailedError as exc:
         raise CommitConflict(str(exc)) from exc

@@ -117,7 +117,7 @@ class Shaper:
 
         session = self._session_of(spark)
         try:
-            session._jsparkSession.sessionState().sqlParser().parsePlan(self.sql)  # type: ignore[union-attr]
+            session._jsparkSession.sessionState().sqlParser().parsePlan(self.sql)
         except ParseException as exc:
             raise ShaperError(f"{self.source}: {_first_line(exc)}") from None
         except Exception:  # noqa: BLE001 - not a classic session: analysis will tell
