@@ -43,14 +43,16 @@ BROADCAST_ROWS = 200_000
 DRIVER_OUTPUT_ROWS = 20_000
 
 
-
 @dataclass(frozen=True)
 class WarmRead:
-    """A pass's input read from the ETL's window (:mod:`engine.etl.window`): the rows
-    (``FRESH_SCHEMA``) and this ETL's markers above the cursors, both in memory."""
+    """A pass's input in memory: the rows (``FRESH_SCHEMA``) and this ETL's markers
+    above the cursors, from the ETL's window (``source="window"``,
+    :mod:`engine.etl.window`) or read from the Delta log by delta-rs (``"log"``,
+    :func:`engine.etl.window.log_read`: a small input after a start)."""
 
     rows: pa.Table
     done: pa.Table
+    source: str = "window"
 
 
 def plan_pass(
@@ -189,6 +191,7 @@ def _with_read(
     plan.done = done
     if warm is not None:
         plan.read_rows = warm.rows
+        plan.read_from = warm.source
     else:
         plan.fresh = fresh
     return plan

@@ -72,6 +72,9 @@ class Plan:
     #: from the window) and this ETL's markers above the cursors; see engine.etl.window.
     fresh: DataFrame | None = None
     read_rows: pa.Table | None = None
+    #: Where the pass's input came from: ``spark`` (delta-spark), ``window`` or ``log``
+    #: (in memory: engine.etl.evaluate.WarmRead).
+    read_from: str = "spark"
     done: pa.Table | None = None
 
     @property

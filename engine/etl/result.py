@@ -51,6 +51,9 @@ class PassResult:
     seconds: float = 0.0
     #: True when the pass read from the ETL's window (engine.etl.window), not cold.
     warm: bool = False
+    #: Where its input came from: ``spark`` (delta-spark), ``window`` (kept from the
+    #: last pass) or ``log`` (a small input read by delta-rs, no Spark read).
+    read_from: str = "spark"
     #: Where the pass spent its time (engine.etl.timings).
     timings: Timings = field(default_factory=Timings)
     #: The output rows (``topic, offset, timestamp, key, value``), for dry runs.
@@ -134,6 +137,7 @@ class PassResult:
             "attempts": self.attempts,
             "seconds": round(self.seconds, 3),
             "warm": self.warm,
+            "read_from": self.read_from,
             "phases": {k: round(v, 4) for k, v in self.timings.seconds.items()},
             "spark_jobs": self.timings.spark_jobs,
         }

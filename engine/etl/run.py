@@ -57,6 +57,7 @@ from engine.etl.window import (
     WINDOW_ROWS,
     RawMark,
     Window,
+    log_read,
     new_rows,
     next_window,
     raw_mark,
@@ -92,12 +93,14 @@ class EtlRunner:
         *,
         max_attempts: int = MAX_ATTEMPTS,
         keep_window: bool = True,
+        log_reads: bool = True,
     ) -> None:
         self.config = config
         self.lake = lake
         self.max_attempts = max_attempts
         self.pools = EtlPools(config, lake, spark)
         self.keep_window = keep_window
+        self.log_reads = log_reads  # small cold inputs read by delta-rs (engine.etl.window)
         self._idle: tuple[tuple[int, ...], int] | None = None
         self._idle_pending: dict[str, int] = {}
         self._window: Window | None = None
@@ -167,7 +170,8 @@ class EtlRunner:
                 try:
                     result = self._result(plan, dry_run, attempt)
                     result.timings = timings
-                    result.warm = plan.read_rows is not None
+                    result.warm = plan.read_from == "window"
+                    result.read_from = plan.read_from
                     if plan.empty:
                         self._idle = idle_key
                         self._idle_pending = dict(result.pending)
@@ -231,11 +235,19 @@ class EtlRunner:
     # -- the window kept between passes (engine.etl.window) ---------------------------
 
     def _warm_read(self, positions: Positions) -> WarmRead | None:
-        """The pass's input from the window plus the raw rows committed since, or None
-        (read cold) when there is no window or it no longer holds; notes the raw marks
-        the read stands on."""
+        """The pass's input in memory: from the window plus the raw rows committed
+        since, else (no window, or it no longer holds) read by delta-rs when small, else
+        None (Spark reads it cold); notes the raw marks the read stands on."""
         raws = {name: self.raw(name) for name in self.config.raw_pools}
         self._marks = {name: raw_mark(pool) for name, pool in raws.items()}
+        warm = self._window_read(positions, raws)
+        if warm is None and self.log_reads:
+            read = log_read(self.config, raws, self.staging, positions)
+            if read is not None:
+                warm = WarmRead(*read, source="log")
+        return warm
+
+    def _window_read(self, positions: Positions, raws: dict[str, Pool]) -> WarmRead | None:
         window, self._window = self._window, None
         if window is None or window.staging_version != positions.staging_version:
             return None

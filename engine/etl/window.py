@@ -20,6 +20,11 @@ reader feature zync does not read itself (deletion vectors, column mapping). Any
 else — a restart, another process's commit, a user's OPTIMIZE on staging — drops it, and
 the next pass is cold (docs/design.md#exactly-once-etl). A window larger than
 :data:`WINDOW_ROWS` rows is not kept: big passes stay on Spark.
+
+Without a window (the first pass of a process, or after the window was dropped), a pass
+whose input is small — the files it would read hold at most :data:`LOG_READ_ROWS` rows,
+by the Delta log's statistics — reads it the same way, with delta-rs
+(:func:`log_read`): no Spark read of the Delta log, which is most of a cold pass's time.
 """
 
 from __future__ import annotations
@@ -31,14 +36,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.etl import markers as mk
+from engine.etl.config import EtlConfig
 from engine.etl.cursors import Positions, TopicPartition
 from engine.etl.plan import Plan, new_marker_positions
+from engine.lake import delta
 from engine.lake.delta import arrow_schema
 from engine.lake.envelope import KAFKA_TYPE
 from engine.lake.pools import Pool
 
 #: The most input rows (plus markers) a window holds; above, passes read cold.
 WINDOW_ROWS = 50_000
+#: Up to this many rows in the files a cold pass would read (raw files at or after the
+#: floors, staging files at or after the marker floor), delta-rs reads them.
+LOG_READ_ROWS = 10_000
 
 #: The rows a pass evaluates (what :func:`engine.etl.read.fresh_records` gives Spark).
 FRESH_SCHEMA = pa.schema(
@@ -192,3 +202,65 @@ def next_window(
     markers = markers.filter(pc.greater_equal(markers.column("seqno"), after.marker_floor))
     window = Window(staging_version, dict(marks), rows, markers)
     return window if window.size <= WINDOW_ROWS else None
+
+
+def markers_above(
+    staging: Pool, etl: str, cursors: Mapping[TopicPartition, int], topics: list[str],
+    marker_floor: int,
+) -> pa.Table:
+    """``topic, partition, offset, seqno`` (:data:`engine.etl.markers.DONE_SCHEMA`) of
+    the ETL's markers above the cursors, read with delta-rs from the staging files at or
+    after the marker floor — what :func:`engine.etl.markers.done_above` gives in Spark."""
+    import pyarrow.dataset as ds  # deferred: pyarrow.dataset is slow to import
+
+    empty = mk.DONE_SCHEMA.empty_table()
+    if staging.last_seqno() < marker_floor:
+        return empty
+    files = staging.files(f"seqno >= {marker_floor}")
+    if not files:
+        return empty
+    condition = (
+        (pc.field("seqno") >= marker_floor)
+        & (pc.field("marker", "etl") == etl)
+        & pc.field("marker", "topic").isin(topics)
+    )
+    scanner = ds.dataset(files, schema=arrow_schema(staging.table), format="parquet").scanner(
+        columns={
+            "topic": pc.field("marker", "topic"),
+            "partition": pc.field("marker", "partition"),
+            "offset": pc.field("marker", "offset"),
+            "seqno": pc.field("seqno"),
+        },
+        filter=condition,
+    )
+    found = above_cursors(scanner.to_table(), cursors)
+    return found.select(mk.DONE_SCHEMA.names).cast(mk.DONE_SCHEMA)
+
+
+def log_read(
+    config: EtlConfig, raws: Mapping[str, Pool], staging: Pool, positions: Positions
+) -> tuple[pa.Table, pa.Table] | None:
+    """A cold pass's input — the rows above the cursors at or after the floors, and the
+    markers above the cursors — read with delta-rs, or None when Spark should read it
+    (more than :data:`LOG_READ_ROWS` rows to look at, or a reader feature zync does
+    not read itself)."""
+    if not readable(staging) or not all(readable(pool) for pool in raws.values()):
+        return None
+    estimate = sum(
+        delta.rows_from(pool.table, "seqno", positions.floor(name))
+        for name, pool in raws.items()
+        if pool.last_seqno() >= positions.floor(name)
+    )
+    if staging.last_seqno() >= positions.marker_floor:
+        estimate += delta.rows_from(staging.table, "seqno", positions.marker_floor)
+    if estimate > LOG_READ_ROWS:
+        return None
+    parts = [FRESH_SCHEMA.empty_table()]
+    for name, pool in raws.items():
+        topics = [i.topic for i in config.inputs if i.pool == name]
+        fresh = new_rows(name, pool, positions.floor(name) - 1, topics)
+        parts.append(rows_above(fresh, positions.cursors))
+    done = markers_above(
+        staging, config.name, positions.cursors, config.input_topics, positions.marker_floor
+    )
+    return pa.concat_tables(parts), done

@@ -94,6 +94,22 @@ def live_files(table: DeltaTable, predicate: str | None = None) -> list[str]:
     return list(table.file_uris())
 
 
+def rows_from(table: DeltaTable, column: str, value: int) -> int:
+    """How many rows the files that may hold ``column >= value`` have, from the Delta
+    log's statistics (no data read; a file without statistics counts whole)."""
+    import pyarrow.compute as pc  # deferred: only estimates need it
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return 0
+    counts = actions.column("num_records")
+    stat = f"max.{column}"
+    if stat in actions.column_names:
+        may_hold = pc.fill_null(pc.greater_equal(actions.column(stat), value), True)
+        counts = counts.filter(may_hold)
+    return int(pc.sum(counts).as_py() or 0)
+
+
 def read_spark(
     spark: SparkSession, table: DeltaTable, predicate: str | None = None
 ) -> DataFrame:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from engine.lake.pools import Lake, Pool
 
 #: Default seconds between two ETL passes (at most one pass per interval).
-ETL_INTERVAL = 1.0
+ETL_INTERVAL = 0.25
 
 
 class EtlService(Service["PassResult"]):

@@ -156,6 +156,11 @@ def test_expired_bundle_and_denorm_row(spark, lake, tmp_path: Path) -> None:
     assert table.exit_code == 0, table.output
     assert "customers" in table.output
     assert "customer-address" in table.output
-    ran = cli.invoke(app, ["etl", str(path), "--lake", str(lake.root)])
+    ran = cli.invoke(app, ["etl", str(path), "--lake", str(lake.root), "--profile"])
     assert ran.exit_code == 0, ran.output
     assert "nothing new to ETL" in ran.output
+    # --profile: where the pass spent its time, one line per phase
+    assert "input read by delta-rs from the Delta log" in ran.output
+    phases = [line.split()[0] for line in ran.output.splitlines() if line.endswith("%")]
+    assert {"refresh", "check", "read"} <= set(phases), ran.output
+    assert "spark jobs" in ran.output

@@ -1,5 +1,6 @@
 """The window a long-running ETL keeps between passes (engine.etl.window): warm passes
-give exactly what cold passes give, and the window is rebuilt after a restart and after
+give exactly what cold passes give, whether a cold pass's input is read by delta-spark or
+(small) by delta-rs from the Delta log; the window is rebuilt after a restart and after
 another process committed to staging."""
 
 from __future__ import annotations
@@ -37,34 +38,53 @@ def _staging(lake: Lake) -> tuple[list[dict[str, Any]], dict[str, int]]:
     return rows, _txns(path)
 
 
-def _run(lake: Lake, spark: Any, *, keep_window: bool) -> list[bool]:
+def _run(lake: Lake, spark: Any, *, keep_window: bool, log_reads: bool = True) -> list[str]:
+    """The four demo batches, a pass after each; where each pass read its input."""
     raw, _ = make_pools(lake)
-    runner = EtlRunner(load_config(CONFIG), lake, spark, keep_window=keep_window)
-    warm = []
+    runner = EtlRunner(
+        load_config(CONFIG), lake, spark, keep_window=keep_window, log_reads=log_reads
+    )
+    read_from = []
     for n in (1, 2, 3, 4):
         append_events(raw, demo_batch(n))
         result = runner.run_pass()
         assert result.committed
-        warm.append(result.warm)
-    return warm
+        assert result.warm == (result.read_from == "window")
+        read_from.append(result.read_from)
+    return read_from
 
 
 def test_warm_passes_commit_what_cold_passes_commit(spark, tmp_path: Path) -> None:
-    warm_lake, cold_lake = Lake(tmp_path / "warm"), Lake(tmp_path / "cold")
-    assert _run(warm_lake, spark, keep_window=True) == [False, True, True, True]
-    assert _run(cold_lake, spark, keep_window=False) == [False, False, False, False]
-    warm_rows, warm_txns = _staging(warm_lake)
-    cold_rows, cold_txns = _staging(cold_lake)
-    assert len(warm_rows) > 8
-    assert warm_rows == cold_rows  # outputs, markers, seqnos, offsets
-    assert warm_txns == cold_txns  # cursors, floors, next offsets, marker floor, clock
+    lakes = {name: Lake(tmp_path / name) for name in ("warm", "log", "spark")}
+    assert _run(lakes["warm"], spark, keep_window=True) == ["log", "window", "window", "window"]
+    assert _run(lakes["log"], spark, keep_window=False) == ["log"] * 4
+    assert _run(lakes["spark"], spark, keep_window=False, log_reads=False) == ["spark"] * 4
+    reference_rows, reference_txns = _staging(lakes["spark"])
+    assert len(reference_rows) > 8
+    for name in ("warm", "log"):
+        rows, txns = _staging(lakes[name])
+        assert rows == reference_rows, name  # outputs, markers, seqnos, offsets
+        assert txns == reference_txns, name  # cursors, floors, next offsets, marker floor, clock
+
+
+def test_a_large_cold_input_is_read_by_spark(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More rows to look at than LOG_READ_ROWS: the first pass reads through delta-spark,
+    the next ones from the window."""
+    from engine.etl import window
+
+    monkeypatch.setattr(window, "LOG_READ_ROWS", 3)
+    assert _run(Lake(tmp_path / "big"), spark, keep_window=True) == [
+        "spark", "window", "window", "window"
+    ]
 
 
 def test_a_restart_reads_cold_then_warm(spark, tmp_path: Path) -> None:
     """A new runner (a restarted process) has no window: its first pass reads cold and
     commits what the old runner would have; the next one is warm again."""
     lake, reference = Lake(tmp_path / "restarted"), Lake(tmp_path / "reference")
-    _run(reference, spark, keep_window=False)
+    _run(reference, spark, keep_window=False, log_reads=False)
     raw, _ = make_pools(lake)
     first = EtlRunner(load_config(CONFIG), lake, spark)
     for n in (1, 2):
@@ -72,7 +92,7 @@ def test_a_restart_reads_cold_then_warm(spark, tmp_path: Path) -> None:
         first.run_pass()
     second = EtlRunner(load_config(CONFIG), lake, spark)  # the restart
     append_events(raw, demo_batch(3))
-    assert not second.run_pass().warm
+    assert second.run_pass().read_from == "log"
     append_events(raw, demo_batch(4))
     assert second.run_pass().warm
     assert _staging(lake) == _staging(reference)
@@ -82,7 +102,7 @@ def test_another_writer_in_between_drops_the_window(spark, tmp_path: Path) -> No
     """Another process committed to staging between two passes: the window no longer
     holds, the pass reads cold and nothing is output twice."""
     lake, reference = Lake(tmp_path / "shared"), Lake(tmp_path / "reference")
-    _run(reference, spark, keep_window=False)
+    _run(reference, spark, keep_window=False, log_reads=False)
     raw, _ = make_pools(lake)
     ours = EtlRunner(load_config(CONFIG), lake, spark)
     theirs = EtlRunner(load_config(CONFIG), lake, spark)
@@ -93,7 +113,7 @@ def test_another_writer_in_between_drops_the_window(spark, tmp_path: Path) -> No
     append_events(raw, demo_batch(3))
     result = ours.run_pass()
     assert result.committed
-    assert not result.warm
+    assert result.read_from == "log"
     append_events(raw, demo_batch(4))
     assert ours.run_pass().warm
     assert _staging(lake) == _staging(reference)

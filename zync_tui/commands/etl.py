@@ -64,6 +64,13 @@ def _short(text: str | None, limit: int = 60) -> str:
 def _echo_json(data: object) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=False))
 
+#: Where a pass's input came from, in words (PassResult.read_from).
+_READ_FROM = {
+    "spark": "by delta-spark",
+    "log": "by delta-rs from the Delta log (a small input)",
+    "window": "from the window kept since the last pass",
+}
+
 
 def etl(
     config: ConfigArg,
@@ -75,9 +82,18 @@ def etl(
         bool, typer.Option("--dry-run", help="Compute and show the outputs without committing them.")
     ] = False,
     as_json: JsonOpt = False,
+    profile: Annotated[
+        bool,
+        typer.Option("--profile", help="Also print where the pass spent its time: seconds per "
+                     "phase (refresh, check, read, evaluate, decide, write, commit, window), "
+                     "the Spark jobs it ran and where its input came from."),
+    ] = False,
     spark_master: SparkMasterOption = None,
 ) -> None:
-    """Run one ETL pass: outputs, completion markers and cursors in one staging commit."""
+    """Run one ETL pass: outputs, completion markers and cursors in one staging commit.
+
+    The JSON form (--json) carries the same profile (`phases`, `spark_jobs`, `read_from`).
+    """
     with user_errors():
         runner = _runner(config, lake, spark_master)
         if explain:
@@ -88,6 +104,11 @@ def etl(
             _echo_json(result.to_json())
             return
         typer.echo(result.summary())
+        if profile:
+            source = _READ_FROM.get(result.read_from, result.read_from)
+            typer.echo(f"profile: {result.seconds:.3f} s; input read {source}")
+            for line in result.timings.lines():
+                typer.echo(line)
         if dry_run and result.rows is not None and result.rows.num_rows:
             table = Table("topic", "offset", "key", "value", title="outputs (not committed)")
             for row in result.rows.to_pylist():

@@ -146,6 +146,13 @@ def from_kafka(
         typer.Option(parser=duration_option, metavar="DURATION", show_default=False,
                      help="... or when its oldest record has waited this long (default 1s)."),
     ] = None,
+    linger: Annotated[
+        float,
+        typer.Option(parser=duration_option, metavar="DURATION",
+                     help="Once caught up (a poll brought fewer records than it asked for), "
+                     "commit when the oldest record has waited this long: 0 commits a "
+                     "trickle at once, a backlog still makes large batches."),
+    ] = 0.0,
     exit_after: Annotated[
         float | None,
         typer.Option(parser=duration_option, metavar="DURATION",
@@ -212,6 +219,7 @@ def from_kafka(
             max_records=max_records,
             max_bytes=parse_size(max_bytes),
             interval=interval if interval is not None else 1.0,
+            linger=linger,
             exit_after=exit_after,
             value_format=fmt.value,
             key_format=key_format.value,
