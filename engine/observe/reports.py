@@ -34,6 +34,9 @@ class TopicSnapshot:
     history: tuple[float, ...] = ()
     dead_letters: int = 0
     error: str | None = None
+    #: Outputs: the envelope to-kafka delivers in, and the staging topic carried.
+    envelope: str | None = None
+    staged: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ error; a missing lake gives an error and no rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from engine.errors import one_line
 from engine.observe.dead_letters import DeadLetters
@@ -22,6 +22,14 @@ from engine.observe.reports import IN, OUT, TopicSnapshot, TopicsReport
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig
     from engine.lake.pools import Pool
+
+
+class _Output(NamedTuple):
+    topic: str
+    staged: str
+    pool: str
+    etl: str
+    envelope: str
 
 
 class TopicsView:
@@ -65,10 +73,8 @@ class TopicsView:
                 rows.extend(
                     self._input_rows(topic, pool_name, partitions, kafka_error, lake_error, now)
                 )
-            for topic, pool_name, etl in outputs:
-                rows.extend(
-                    self._output_rows(topic, pool_name, etl, partitions, kafka_error, lake_error, now)
-                )
+            for output in outputs:
+                rows.extend(self._output_rows(output, partitions, kafka_error, lake_error, now))
             return TopicsReport(
                 taken_at=now,
                 topics=tuple(rows),
@@ -110,13 +116,16 @@ class TopicsView:
         self._topics_cache[pool.name] = (pool.version, topics)
         return topics
 
-    def _outputs(self) -> list[tuple[str, str, str]]:
-        """(topic, staging pool, etl name) of every ETL output."""
-        out = []
-        for config in self.etls:
-            for endpoint in config.outputs:
-                out.append((endpoint.topic, endpoint.pool, config.name))
-        return out
+    def _outputs(self) -> list[_Output]:
+        """Every ETL output: its topic, the staging topic it carries, pool, ETL, envelope."""
+        # deferred: the envelopes import the codecs (pyarrow, fastavro)
+        from engine.deliver.envelopes import DEFAULT
+
+        return [
+            _Output(o.topic, o.staged, o.pool, config.name, o.envelope or DEFAULT)
+            for config in self.etls
+            for o in config.outputs
+        ]
 
     def _pool_or_error(self, name: str, lake_error: str | None) -> tuple[Pool | None, str | None]:
         if lake_error:
@@ -189,9 +198,7 @@ class TopicsView:
 
     def _output_rows(
         self,
-        topic: str,
-        pool_name: str,
-        etl: str,
+        output: _Output,
         partitions: Mapping[str, int] | None,
         kafka_error: str | None,
         lake_error: str | None,
@@ -199,10 +206,11 @@ class TopicsView:
     ) -> list[TopicSnapshot]:
         from engine.etl.cursors import out_app  # deferred: engine.etl loads delta-rs
 
+        topic, pool_name = output.topic, output.pool
         pool, error = self._pool_or_error(pool_name, lake_error)
         staged = None
         if pool is not None:
-            next_offset = pool.app_version(out_app(etl, topic))
+            next_offset = pool.app_version(out_app(output.etl, output.staged))
             staged = None if next_offset is None else next_offset - 1
         low = high = None
         if partitions is not None and topic in partitions:
@@ -226,5 +234,7 @@ class TopicsView:
                 rate=rate,
                 history=history,
                 error=error,
+                envelope=output.envelope,
+                staged=output.staged,
             )
         ]

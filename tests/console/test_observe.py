@@ -112,3 +112,30 @@ def test_topic_snapshot_against_the_broker_and_a_raw_pool(broker, tmp_path: Path
         assert letter.envelope()["value_bytes"] == "{oops"
     finally:
         observer.close()
+
+
+def test_output_rows_name_their_envelope_and_the_staged_topic_they_carry(tmp_path: Path) -> None:
+    """The demo's two outputs: NewInvoices (jdbc) and InvoiceChanges (debezium, carrying
+    NewInvoices' staged records): both show NewInvoices' last staged offset."""
+    from engine.etl.config import load_config
+    from engine.etl.cursors import out_app
+
+    config = load_config(Path(__file__).resolve().parents[2] / "demo" / "invoices" / "etl.yaml")
+    lake = Lake(tmp_path / "lake")
+    lake.create_pool("Raw", RAW)
+    staging = lake.create_pool("Staging", "staging")
+    staging.commit_rows(
+        ROW_SCHEMA.empty_table(),
+        expect_version=staging.version,
+        app_transactions={out_app(config.name, "NewInvoices"): 3},
+    )
+    observer = Observer(lake, etls=[config], kafka_error="not configured", probe_timeout=1.0)
+    try:
+        outputs = {t.topic: t for t in observer.topics().topics if t.direction == "out"}
+    finally:
+        observer.close()
+    assert {(t.envelope, t.staged, t.lake_offset) for t in outputs.values()} == {
+        ("jdbc", "NewInvoices", 2),
+        ("debezium", "NewInvoices", 2),
+    }
+    assert outputs["InvoiceChanges"].envelope == "debezium"

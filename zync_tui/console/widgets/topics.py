@@ -26,6 +26,17 @@ COLUMNS = [
 ]
 
 
+#: Output envelopes as the ``dir`` column shows them (the detail line spells them out).
+ENVELOPE_SHORT = {"jdbc": "jdbc", "differential": "diff", "materialize": "mz", "debezium": "dbz"}
+
+
+def _direction(t: TopicSnapshot) -> str:
+    """``in``, or ``out`` and the output's envelope (``out dbz``)."""
+    if t.direction == "in" or t.envelope is None:
+        return t.direction
+    return f"{t.direction} {ENVELOPE_SHORT.get(t.envelope, t.envelope)}"
+
+
 class TopicsPanel(Vertical):
     """The Topics panel. ``d`` browses dead letters (an app binding)."""
 
@@ -54,7 +65,7 @@ class TopicsPanel(Vertical):
             cells = (
                 fmt.short(t.topic, 14),
                 str(t.partition),
-                t.direction,
+                _direction(t),
                 fmt.num(t.low),
                 fmt.num(t.high),
                 fmt.num(t.lake_offset),
@@ -89,7 +100,11 @@ class TopicsPanel(Vertical):
             spark.data = []
             spark.display = False
             return
-        arrow = "→ lake pool" if t.direction == "in" else "← staging pool"
+        if t.direction == "in":
+            arrow = "→ lake pool"
+        else:
+            carried = f" ({t.staged})" if t.staged and t.staged != t.topic else ""
+            arrow = f"in the {t.envelope} envelope ← staging pool{carried}"
         dead = f" · {t.dead_letters} dead letters (d to browse)" if t.dead_letters else " · no dead letters"
         text = f"{t.topic}[{t.partition}] {arrow} {t.pool} · rate {fmt.rate(t.rate)}{dead}"
         if t.error and (self.report is None or t.error not in self.report.errors):
