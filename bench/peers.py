@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.avro_records import DISTINCT, encoded_records, mean_size, produce  # noqa: E402 - after the sys.path line that runs it from a checkout
+from engine.kafka.codecs.avro_binary import PRIMITIVES, zigzag_long  # noqa: E402 - after the sys.path line
 
 SPARK_PROGRAM = ROOT / "bench" / "peers_spark.py"
 TIMEOUT = 1800.0
@@ -285,18 +286,7 @@ def consume_floor(stack: Stack, topic: str, n: int) -> float:
     return seconds
 
 
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 _SYNC = b"bench-peers-sync"
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _SCHEMA_KEYS = frozenset(
     {"type", "name", "fields", "items", "values", "symbols", "size", "logicalType", "precision", "scale"}
 )
@@ -309,7 +299,7 @@ def polars_schema(schema: Any) -> Any:
         return [polars_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    if schema["type"] in _PRIMITIVES and "logicalType" not in schema:
+    if schema["type"] in PRIMITIVES and "logicalType" not in schema:
         return schema["type"]
     out = {k: v for k, v in schema.items() if k in _SCHEMA_KEYS}
     if "fields" in out:
@@ -324,12 +314,12 @@ def avro_container(schema: str, bodies: list[bytes]) -> bytes:
     """One Avro object container file: the header and one block holding ``bodies``."""
     meta = {b"avro.schema": schema.encode(), b"avro.codec": b"null"}
     out = bytearray(b"Obj\x01")
-    out += _zigzag(len(meta))
+    out += zigzag_long(len(meta))
     for k, v in meta.items():
-        out += _zigzag(len(k)) + k + _zigzag(len(v)) + v
-    out += _zigzag(0) + _SYNC
+        out += zigzag_long(len(k)) + k + zigzag_long(len(v)) + v
+    out += zigzag_long(0) + _SYNC
     block = b"".join(bodies)
-    out += _zigzag(len(bodies)) + _zigzag(len(block)) + block + _SYNC
+    out += zigzag_long(len(bodies)) + zigzag_long(len(block)) + block + _SYNC
     return bytes(out)
 
 

@@ -106,10 +106,12 @@ def json_text_sql(expr: str, data_type: DataType | None) -> str:
     keep_nulls = "map('ignoreNullFields', 'false')"  # a NULL field is written as null
     if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
         return f"to_json({expr}, {keep_nulls})"
+    # a scalar: its JSON inside {"v":...}, the wrapper cut off (5 characters before it,
+    # one after)
     wrapped = f"to_json(named_struct('v', {expr}), {keep_nulls})"
     return (
-        f"""CASE WHEN {expr} IS NULL THEN NULL """
-        f"""ELSE regexp_extract({wrapped}, '^\\{{"v":(.*)\\}}$', 1) END"""
+        f"CASE WHEN {expr} IS NULL THEN NULL "
+        f"ELSE substring({wrapped}, 6, length({wrapped}) - 6) END"
     )
 
 

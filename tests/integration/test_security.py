@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,7 +315,9 @@ def _run_etl(s: Scenario) -> None:
 
     result = CliRunner().invoke(app, ["etl", str(s.config), "--lake", str(s.home / "lake")])
     s.outputs.append(result.output)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0, result.output + "".join(
+        traceback.format_exception(*result.exc_info)
+    )[-3000:]
 
 
 def _raw_records(s: Scenario) -> int:
