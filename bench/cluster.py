@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.cluster import (  # noqa: E402
+from tests.cluster import (  # noqa: E402 - after the sys.path line that runs it from a checkout
     app_transactions,
     append_events,
     invoice_events,

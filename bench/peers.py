@@ -60,8 +60,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.avro_records import DISTINCT, encoded_records, mean_size, produce  # noqa: E402
-from engine.kafka.codecs.avro_binary import PRIMITIVES, zigzag_long  # noqa: E402
+from bench.avro_records import DISTINCT, encoded_records, mean_size, produce  # noqa: E402 - after the sys.path line that runs it from a checkout
+from engine.kafka.codecs.avro_binary import PRIMITIVES, zigzag_long  # noqa: E402 - after the sys.path line
 
 SPARK_PROGRAM = ROOT / "bench" / "peers_spark.py"
 TIMEOUT = 1800.0

@@ -20,7 +20,8 @@ from engine.deliver.loop import config_outputs, deliver_outputs
 from engine.deliver.status import DeliveryEvent, DeliveryStatus
 from engine.durations import format_seconds, parse_seconds
 from engine.errors import ZyncError, one_line
-from engine.etl.config import EtlConfig, load_config
+from engine.etl.config import EtlConfig
+from engine.etl.config_file import load_config
 from engine.etl.expiry import format_age
 from engine.etl.result import ExpiredRecord, PassResult, PendingRecord, counts_line
 from engine.etl.run import EtlRunner, run_pass

@@ -25,6 +25,7 @@ read the pools through Delta, decode, join and anti-join. For that:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -199,7 +200,7 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if is_local_master(settings.master):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # deferred: pyspark is heavy
 
         builder = SparkSession.builder.appName(settings.app_name).master(settings.master)
         for key, value in conf.items():
@@ -261,7 +262,5 @@ def stop_spark() -> None:
 def _quiet_query_context_loggers() -> None:
     """PySpark logs every failed query's context as JSON on stderr through its own
     loggers; zync reports those failures itself, in words, so they are turned off."""
-    import logging
-
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).disabled = True

@@ -25,7 +25,7 @@ def load_type(text: str | None) -> DataType | None:
     """The Spark type whose JSON is ``text`` (None for no text)."""
     if not text:
         return None
-    from pyspark.sql.types import _parse_datatype_json_string
+    from pyspark.sql.types import _parse_datatype_json_string  # deferred: pyspark
 
     return _parse_datatype_json_string(text)
 
@@ -55,13 +55,14 @@ def parse_json_column(column: Column, data_type: DataType | None) -> Column:
 
     Without a known type the JSON text is kept as a string.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+    from pyspark.sql import functions as F  # deferred: pyspark
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType  # deferred: pyspark
 
     if data_type is None:
         return column
     if isinstance(data_type, StructType | ArrayType | MapType):
-        return F.from_json(column, data_type, {"mode": "PERMISSIVE"})
+        # pyspark's annotation leaves MapType out; from_json takes it
+        return F.from_json(column, data_type, {"mode": "PERMISSIVE"})  # type: ignore[arg-type]
     if isinstance(data_type, StringType):
         return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v")
     return F.get_json_object(F.concat(F.lit('{"v":'), column, F.lit("}")), "$.v").cast(data_type)
@@ -79,7 +80,7 @@ def merge_spark_types(a: DataType, b: DataType) -> DataType:
     gives DoubleType; decimals widen to cover both. NullType yields to the other type.
     Any other conflict gives StringType, whose ``from_json`` value is the JSON text.
     """
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if a == b:
         return a

@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# Run zync's whole test suite (unit, integration, slow) in the project's .venv.
+# Run zync's checks, then its whole test suite (unit, integration, slow), in the project's .venv.
+# The checks come first and fail the run: ruff (lint), mypy (types), lint-imports (the import
+# contracts), all configured in pyproject.toml, and the layout test (tests/unit/test_boundaries.py:
+# every module of engine, zync_tui and demo). pytest then prints the 25 slowest tests.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k registry -x`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/venv.sh"
 cd "$root"
-exec "$root/.venv/bin/python" -m pytest "$@"
+bin="$root/.venv/bin"
+
+echo "== ruff" >&2
+"$bin/ruff" check --quiet .
+echo "== mypy" >&2
+"$bin/mypy"
+echo "== lint-imports" >&2
+"$bin/lint-imports" --no-cache --no-logo
+echo "== layout" >&2
+"$bin/python" -m pytest --quiet --no-header -p no:cacheprovider tests/unit/test_boundaries.py
+
+echo "== pytest" >&2
+exec "$bin/python" -m pytest --durations=25 "$@"

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 
-from engine.api import (  # noqa: E402
+from engine.api import (  # noqa: E402 - after the sys.path line that runs it from a checkout
     EtlRunner,
     Lake,
     Pool,

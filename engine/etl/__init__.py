@@ -1,6 +1,7 @@
 """ETL on Spark: raw CDC records → denormalized change records, exactly once.
 
 * :mod:`engine.etl.config` — the strict model of the YAML configuration;
+  :mod:`engine.etl.config_file` reads it and says where a mistake is;
 * :mod:`engine.etl.sql`, :mod:`engine.etl.envelopes`, :mod:`engine.etl.plan_context` —
   a rule's SQL text, typed input envelopes, the fate and output rows a rule yields;
 * :mod:`engine.etl.check` — rules checked in Spark before anything is written;
@@ -18,7 +19,8 @@
 Nothing here imports pyspark at import time.
 """
 
-from engine.etl.config import EtlConfig, EtlConfigError, load_config, parse_config
+from engine.etl.config import EtlConfig, EtlConfigError
+from engine.etl.config_file import load_config, parse_config
 from engine.etl.result import ExpiredRecord, PassResult, PendingRecord
 from engine.etl.run import (
     EtlError,

@@ -61,7 +61,7 @@ class _Checker:
 
     @contextlib.contextmanager
     def guard(self, index: int, what: str, text: str) -> Iterator[None]:
-        from pyspark.errors import PySparkException
+        from pyspark.errors import PySparkException  # deferred: pyspark
 
         try:
             with quiet_spark_errors():
@@ -80,8 +80,8 @@ class _Checker:
                 parser.parseExpression(text)
 
     def boolean(self, index: int, what: str, text: str, df: DataFrame) -> None:
-        from pyspark.sql import functions as F
-        from pyspark.sql import types as T
+        from pyspark.sql import functions as F  # deferred: pyspark
+        from pyspark.sql import types as T  # deferred: pyspark
 
         with self.guard(index, what, text):
             result = df.select(F.expr(text).alias("b")).schema["b"].dataType
@@ -111,7 +111,7 @@ class _Checker:
 
 def view_with_order(df: DataFrame, struct_names: Sequence[str]) -> DataFrame:
     """An empty-order view for checking: the named struct columns plus ORDER_COLUMNS."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # deferred: pyspark
 
     return df.select(
         *struct_names,
@@ -131,7 +131,7 @@ def check_rules(
     ``types`` maps each input topic to its (key, value) Spark types; a rule touching a
     topic whose types are not known yet (no record ingested) is only parsed.
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # deferred: pyspark
 
     checker = _Checker(config, spark, types)
     checked = Checked()

@@ -46,7 +46,7 @@ class Checked:
 
 
 def _useful(data_type: DataType | None) -> DataType | None:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     return None if data_type is None or isinstance(data_type, T.NullType) else data_type
 

@@ -29,7 +29,7 @@ def kafka_type() -> StructType:
 
 def envelope_schema(types: TopicTypes) -> StructType:
     """The typed envelope: ``seqno, kafka, key, value`` with the topic's types."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     key_type, value_type = types
     return T.StructType(
@@ -44,8 +44,8 @@ def envelope_schema(types: TopicTypes) -> StructType:
 
 def json_text(column: Column, data_type: DataType) -> Column:
     """JSON text of a column on the executors (NULL stays NULL: a tombstone)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from pyspark.sql import functions as F  # deferred: pyspark
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if isinstance(data_type, T.NullType):
         return F.lit(None).cast("string")
@@ -63,6 +63,7 @@ def parse_json_sql(expr: str, data_type: DataType | None) -> str:
     :func:`engine.sparktypes.parse_json_column` does as a Column); the text as it is
     when the type is unknown. The type goes in as its JSON form, which ``from_json``
     reads whatever the field names."""
+    # deferred: pyspark
     from pyspark.sql import types as T
 
     if data_type is None:
@@ -97,6 +98,7 @@ def envelope_sql(types: TopicTypes) -> str:
 def json_text_sql(expr: str, data_type: DataType | None) -> str:
     """SQL for the JSON text of ``expr`` (NULL stays NULL: a tombstone); what
     :func:`json_text` does as a Column."""
+    # deferred: pyspark
     from pyspark.sql import types as T
 
     if data_type is None or isinstance(data_type, T.NullType):

@@ -101,6 +101,7 @@ def _evaluate(
     """The pass's one SQL statement (:class:`PassQuery`), run. Cold, the assigned
     candidates are cached and counted first (every branch of the statement reads them);
     warm, they are a local frame of a few rows, part of the statement."""
+    # deferred: pyspark
     from pyspark import StorageLevel
 
     spark = pools.spark
@@ -152,6 +153,7 @@ def _decided(
     warm: WarmRead | None,
     done: pa.Table,
 ) -> Plan:
+    # deferred: pyspark
     from pyspark.sql import functions as F
 
     table = evaluated.table
@@ -199,6 +201,7 @@ def _summarize(result: DataFrame) -> pa.Table:
     """In one Spark job, for the driver: the fate rows (kind ``f``, fate columns only)
     and one row per output topic (kind ``c``: the topic in ``topic``, the number of its
     outputs in ``offset``)."""
+    # deferred: pyspark
     from pyspark.sql import functions as F
 
     fates_ = result.where(F.col("kind") == "f").select(*FATE_COLUMNS, "kind")

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.etl.config import TxnRule
+from engine.lake.envelope import EXPIRED
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig
@@ -49,8 +50,6 @@ def apply_expiry(fates: pa.Table, config: EtlConfig, newest: Mapping[str, int]) 
     its whole bundle (every fate row with the same rule index and ``bundle``).
     Vectorized over the rows: one mask per (rule, topic), none per record.
     """
-    from engine.lake.envelope import EXPIRED
-
     status = fates.column("status")
     pending = pc.equal(status, "pending")
     ri = fates.column("ri")

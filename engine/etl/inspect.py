@@ -81,6 +81,7 @@ def pending(pools: EtlPools, *, limit: int | None = None) -> list[PendingRecord]
 def expired(pools: EtlPools, *, limit: int | None = None) -> list[ExpiredRecord]:
     """Input records this ETL expired, with their envelope joined back from raw (the
     first ``limit`` in (topic, partition, offset) order, when given)."""
+    # deferred: pyspark
     from pyspark.sql import functions as F
 
     config = pools.config

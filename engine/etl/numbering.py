@@ -68,8 +68,8 @@ def numbered(outputs: DataFrame, numbers: list[TopicNumbers]) -> DataFrame:
     columns ``o1..o5``): in design order within each output topic (a window per
     topic, on the executors), numbered from the topic's next offset; seqnos follow
     the pool's last one, topic after topic in name order."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from pyspark.sql import Window  # deferred: pyspark
+    from pyspark.sql import functions as F  # deferred: pyspark
 
     bases, starts = [], []
     for topic, base, start, _ in numbers:

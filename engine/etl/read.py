@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 def fresh_records(pools: EtlPools, positions: Positions) -> DataFrame | None:
     """Rows of the input topics above the cursors, from raw files with
     ``seqno >= floor`` only (None: no such file)."""
+    # deferred: pyspark
     from pyspark.sql import functions as F
 
     config = pools.config

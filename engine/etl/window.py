@@ -83,11 +83,12 @@ class Window:
 
     @property
     def size(self) -> int:
-        return self.rows.num_rows + self.done.num_rows
+        return int(self.rows.num_rows + self.done.num_rows)
 
 
 def raw_mark(pool: Pool) -> RawMark:
-    return RawMark(pool.table.metadata().id, pool.version, pool.last_seqno())
+    # delta-rs annotates the table id as int; it is the table's UUID text
+    return RawMark(str(pool.table.metadata().id), pool.version, pool.last_seqno())
 
 
 def readable(pool: Pool) -> bool:

@@ -223,10 +223,9 @@ def _scan(jars_dir: Path, base: Path) -> list[tuple[Coordinate, str]]:
 
 def _pom(aset: ArtifactSet) -> str:
     deps = "\n".join(
-        "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId>"
-        "<version>{}</version></dependency>".format(
-            escape(c.group), escape(c.artifact), escape(c.version)
-        )
+        f"    <dependency><groupId>{escape(c.group)}</groupId>"
+        f"<artifactId>{escape(c.artifact)}</artifactId>"
+        f"<version>{escape(c.version)}</version></dependency>"
         for c in aset.artifacts
     )
     return (
@@ -253,9 +252,8 @@ def _maven(aset: ArtifactSet, out: Path) -> None:
 
 def _ivy_xml(aset: ArtifactSet) -> str:
     deps = "\n".join(
-        '    <dependency org="{}" name="{}" rev="{}" conf="default->runtime(*),master(*)"/>'.format(
-            escape(c.group), escape(c.artifact), escape(c.version)
-        )
+        f'    <dependency org="{escape(c.group)}" name="{escape(c.artifact)}" '
+        f'rev="{escape(c.version)}" conf="default->runtime(*),master(*)"/>'
         for c in aset.artifacts
     )
     return (

@@ -25,7 +25,7 @@ skipped; with ``strict`` it raises :class:`UndecodableRecord` instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,7 +146,7 @@ class PartDecoder:
 
 
 def _start_offset(start: str | int) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END  # deferred: librdkafka
 
     if start == BEGINNING:
         return int(OFFSET_BEGINNING)
@@ -164,7 +164,7 @@ def consume(
     schemas: SchemaLookup | None = None,
     on_error: Callable[[BadRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any]]:
     """Decoded records of ``options.topic`` until ``max_records``, ``exit_after`` idle
     seconds, or ``should_stop()``; forever otherwise.
 
@@ -175,7 +175,7 @@ def consume(
     the registry cannot be reached. The consumer is closed when the iterator ends or is
     closed (also on Ctrl-C).
     """
-    from engine.kafka.clients import consumer, topic_partitions
+    from engine.kafka.clients import consumer, topic_partitions  # deferred: librdkafka
 
     start = _start_offset(options.start)  # check before connecting
     if options.group and isinstance(options.start, int):
@@ -203,8 +203,8 @@ def _records(
     on_error: Callable[[BadRecord], None] | None,
     should_stop: Callable[[], bool] | None,
     make_consumer: Any,
-) -> Iterator[dict[str, Any]]:
-    from confluent_kafka import KafkaError, TopicPartition
+) -> Generator[dict[str, Any]]:
+    from confluent_kafka import KafkaError, TopicPartition  # deferred: librdkafka
 
     assigned = options.group is None
     idle_since = time.monotonic()
@@ -279,7 +279,7 @@ def _decode(
     strict: bool,
     on_error: Callable[[BadRecord], None] | None,
 ) -> dict[str, Any] | None:
-    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE  # deferred: librdkafka
 
     decoded: dict[str, Any] = {}
     for part, decoder, data in (("key", keys, message.key()), ("value", values, message.value())):

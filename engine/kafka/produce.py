@@ -272,7 +272,7 @@ def encode(prepared: Prepared) -> list[tuple[bytes | None, bytes | None]]:
     """The ``(key, value)`` bytes of every record (Avro needs :func:`register` first)."""
     fmt = prepared.options.format
     out: list[tuple[bytes | None, bytes | None]] = []
-    encoders = []
+    encoders: list[tuple[AvroSchema, int] | None] = []
     for chosen in (prepared.key, prepared.value):
         if fmt is Format.AVRO and chosen is not None:
             if chosen.schema_id is None:
@@ -328,7 +328,7 @@ def send(
     acknowledged (within the producer's message timeout, or ``timeout`` after the last
     one was queued).
     """
-    from engine.kafka.clients import producer
+    from engine.kafka.clients import producer  # deferred: librdkafka
 
     counts: dict[int, int] = {}
     errors: list[str] = []
@@ -373,7 +373,7 @@ def produce(
     :class:`~engine.kafka.registry_client.RegistryUnavailable`,
     :class:`~engine.kafka.registry_client.SchemaRejected` or :class:`DeliveryError`.
     """
-    from engine.kafka.clients import check_reachable, ensure_topic
+    from engine.kafka.clients import check_reachable, ensure_topic  # deferred: librdkafka
 
     if options.format is Format.AVRO and registry is None:
         raise ProduceError(["the avro format needs a Schema Registry"], what="schema")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,8 +139,6 @@ def read_sources(paths: Sequence[str | Path], stdin: IO[str] | None = None) -> l
 
     Raises :class:`InputError` for a file that cannot be read or is not UTF-8.
     """
-    import sys
-
     out: list[tuple[str, str]] = []
     for path in paths or ["-"]:
         if str(path) == "-":

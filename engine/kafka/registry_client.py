@@ -95,7 +95,7 @@ class RegistrySchemas:
 
     def register(self, subject: str, schema: str | dict[str, Any]) -> int:
         """Register an Avro schema under ``subject`` (same schema → same id)."""
-        from confluent_kafka.schema_registry import Schema
+        from confluent_kafka.schema_registry import Schema  # deferred: heavy, on use
 
         text = schema if isinstance(schema, str) else json.dumps(schema)
         schema_id = self._call(
@@ -113,7 +113,7 @@ class RegistrySchemas:
         return self._call(lambda: self._client.get_latest_version(subject), subject)
 
     def _call(self, fn: Any, what: str) -> Any:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
+        from confluent_kafka.schema_registry.error import SchemaRegistryError  # deferred: heavy
 
         try:
             return fn()

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -70,6 +70,7 @@ def arrow_schema(table: DeltaTable) -> pa.Schema:
 
 def spark_schema(schema: pa.Schema) -> StructType:
     """A pyarrow schema as the Spark StructType that reads the same Parquet files."""
+    # deferred: pyspark
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
@@ -134,11 +135,11 @@ def commit_arrow(
     uri: str | Path | DeltaTable,
     data: pa.Table,
     *,
-    mode: str = "append",
+    mode: Literal["append", "error", "ignore"] = "append",
     app_transactions: Mapping[str, int] | None = None,
     expect_version: int | None = None,
     metadata: Mapping[str, Any] | None = None,
-    schema_mode: str | None = None,
+    schema_mode: Literal["merge", "overwrite"] | None = None,
 ) -> None:
     """Commit ``data`` to the Delta table through delta-rs, in one Delta commit.
 
@@ -154,18 +155,21 @@ def commit_arrow(
         app_transactions=txns or None,
         max_commit_retries=0 if expect_version is not None else None,
     )
-    if expect_version is not None and isinstance(uri, DeltaTable):
-        if uri.version() != expect_version:
-            raise CommitConflict(
-                f"table is at version {uri.version()}, the commit was planned on {expect_version}"
-            )
+    if (
+        expect_version is not None
+        and isinstance(uri, DeltaTable)
+        and uri.version() != expect_version
+    ):
+        raise CommitConflict(
+            f"table is at version {uri.version()}, the commit was planned on {expect_version}"
+        )
     try:
         write_deltalake(
             uri,
             data,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             commit_properties=props,
-            schema_mode=schema_mode,  # type: ignore[arg-type]
+            schema_mode=schema_mode,
         )
     except CommitFailedError as exc:
         raise CommitConflict(str(exc)) from exc
@@ -212,6 +216,7 @@ def written_file(root: str | Path, path: str) -> WrittenFile:
     to :data:`STATS_STRING_PREFIX`), and an object (maybe empty) for every struct column
     — a struct missing from ``minValues`` would make delta-rs' Arrow dataset think
     every filter on it fails."""
+    # deferred: pyarrow.parquet, loaded on use
     import pyarrow.parquet as pq
 
     full = Path(root) / path
@@ -293,6 +298,7 @@ def write_files(root: str | Path, table: pa.Table) -> list[WrittenFile]:
     """Write ``table`` as one Parquet file directly in the table directory ``root``
     (named like delta-rs names its files). Nothing is committed: see
     :func:`commit_files`."""
+    # deferred: pyarrow.parquet, loaded on use
     import pyarrow.parquet as pq
 
     if not table.num_rows:

@@ -23,8 +23,7 @@ import random
 import re
 import shutil
 import time
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,17 +33,15 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from engine.lake import delta, upgrade
+from engine.lake import delta, spark_rows, upgrade
 from engine.lake.envelope import (
-    DEADLETTER_TYPE,
     IS_RECORD,
-    MARKER_TYPE,
     POOL_SCHEMA,
     ROW_SCHEMA,
     TABLE_SCHEMA,
     shape_problems,
 )
-from engine.sparktypes import load_type, merge_optional, merge_type_json, parse_json_column
+from engine.sparktypes import merge_type_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -197,6 +194,20 @@ class Lake:
         shutil.rmtree(self.pool_path(name))
 
 
+def merge_topic_types(
+    base: Mapping[str, TopicTypes], types: Mapping[str, TopicTypes]
+) -> dict[str, TopicTypes]:
+    """``base`` with ``types`` merged in, topic by topic (struct fields are merged)."""
+    merged = dict(base)
+    for topic, new in types.items():
+        old = merged.get(topic, TopicTypes())
+        merged[topic] = TopicTypes(
+            key=merge_type_json(old.key, new.key),
+            value=merge_type_json(old.value, new.value),
+        )
+    return merged
+
+
 class Pool:
     """One Delta table of the lake. Keep one object per pool and :meth:`refresh` it."""
 
@@ -271,23 +282,13 @@ class Pool:
         Types only grow (struct fields are merged), so recording them before the data
         commit that needs them is safe even if that commit is then retried or lost.
         """
-        def merged_with(base: Mapping[str, TopicTypes]) -> dict[str, TopicTypes]:
-            merged = dict(base)
-            for topic, new in types.items():
-                old = merged.get(topic, TopicTypes())
-                merged[topic] = TopicTypes(
-                    key=merge_type_json(old.key, new.key),
-                    value=merge_type_json(old.value, new.value),
-                )
-            return merged
-
-        if merged_with(self.meta.types) == self.meta.types:
+        if merge_topic_types(self.meta.types, types) == self.meta.types:
             return False
         for _ in range(MAX_COMMIT_ATTEMPTS):
             # merge into the newest metadata: another writer may have widened the same
             # topic's types since this snapshot, and its widening must not be lost
             self.refresh()
-            merged = merged_with(self.meta.types)
+            merged = merge_topic_types(self.meta.types, types)
             if merged == self.meta.types:
                 return False
             meta = PoolMeta(kind=self.meta.kind, types=merged)
@@ -447,30 +448,7 @@ class Pool:
         (``<label>-<uuid>``), from the Spark executors, without committing them (see
         :meth:`commit_rows`). The lake must be on storage that the executors and this
         process share."""
-        from pyspark.sql import functions as F
-
-        # timestamps as every Delta reader expects them (Spark's default, INT96, is legacy)
-        df.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        directory = f"{label}-{uuid.uuid4()}"
-        # NOT NULL where the pool's schema says so (Spark writes that into the files:
-        # Delta readers refuse to read a nullable file column as a non-null one)
-        rows = df.select(
-            F.coalesce(F.col("seqno").cast("long"), F.lit(0).cast("long")).alias("seqno"),
-            F.struct(
-                F.coalesce(F.col("kafka.topic").cast("string"), F.lit("")).alias("topic"),
-                F.coalesce(F.col("kafka.partition").cast("int"), F.lit(0)).alias("partition"),
-                F.coalesce(F.col("kafka.offset").cast("long"), F.lit(0).cast("long")).alias(
-                    "offset"
-                ),
-                F.col("kafka.timestamp").cast("timestamp").alias("timestamp"),
-            ).alias("kafka"),
-            F.col("key").cast("string"),
-            F.col("value").cast("string"),
-            F.lit(None).cast(_spark_ddl(DEADLETTER_TYPE)).alias("deadletter"),
-            F.lit(None).cast(_spark_ddl(MARKER_TYPE)).alias("marker"),
-        )
-        rows.write.option("compression", "snappy").parquet(str(Path(self.path) / directory))
-        return delta.spark_output(self.path, directory)
+        return spark_rows.write_files(self.path, df, label)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -498,45 +476,23 @@ class Pool:
         """Records (not dead letters or markers) as the typed envelope
         ``seqno, kafka, key, value``: key and value parsed into the topic's Spark type
         (or, for all topics, a type merged over them)."""
-        from pyspark.sql import functions as F
-
         where = IS_RECORD
         if topic is not None:
             where += f" AND kafka.topic = '{_sql_string(topic)}'"
         if predicate:
             where += f" AND ({predicate})"
         df = self.read(spark, predicate=where, version=version)
-        key_type, value_type = self.spark_types(topic)
-        return df.select(
-            "seqno",
-            "kafka",
-            parse_json_column(F.col("key"), key_type).alias("key"),
-            parse_json_column(F.col("value"), value_type).alias("value"),
-        )
+        return spark_rows.typed_envelope(df, *self.spark_types(topic))
 
     def spark_types(self, topic: str | None = None) -> tuple[DataType | None, DataType | None]:
         """The Spark types of keys and values of one topic, or merged over all topics."""
-        chosen: Iterable[TopicTypes]
         if topic is None:
-            chosen = self.meta.types.values()
-        else:
-            found = self.meta.types.get(topic)
-            chosen = [found] if found else []
-        key: DataType | None = None
-        value: DataType | None = None
-        for t in chosen:
-            key = merge_optional(key, load_type(t.key))
-            value = merge_optional(value, load_type(t.value))
-        return key, value
-
+            return spark_rows.spark_types_of(self.meta.types.values())
+        found = self.meta.types.get(topic)
+        return spark_rows.spark_types_of([found] if found else [])
 
 def _sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _spark_ddl(type_: pa.DataType) -> str:
-    """A pyarrow struct type as Spark DDL (for typed NULL columns)."""
-    return delta.spark_schema(pa.schema([pa.field("x", type_)]))["x"].dataType.simpleString()
 
 
 def _with_seqno(rows: pa.Table, first: int) -> pa.Table:

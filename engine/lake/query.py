@@ -105,6 +105,7 @@ def register_views(spark: SparkSession, pool: Pool, base: str, version: int | No
     """Register the views of ``pool`` at ``version`` (None: the loaded snapshot) under
     ``base``: the typed records, ``<base>_deadletters`` and, for a staging pool,
     ``<base>_markers``. Returns their names."""
+    # deferred: pyspark
     from pyspark.sql import functions as F
 
     pool.records(spark, version=version).createOrReplaceTempView(base)
@@ -267,6 +268,7 @@ def query(
 
 
 def _run(spark: SparkSession, sql: str, catalog: Catalog) -> DataFrame:
+    # deferred: pyspark
     from pyspark.errors import AnalysisException
 
     try:

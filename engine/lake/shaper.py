@@ -112,11 +112,12 @@ class Shaper:
 
     def check_syntax(self, spark: SparkSession) -> None:
         """Parse the SQL (no data, no types needed); :class:`ShaperError` if it is not SQL."""
+        # deferred: pyspark
         from pyspark.errors import ParseException
 
         session = self._session_of(spark)
         try:
-            session._jsparkSession.sessionState().sqlParser().parsePlan(self.sql)  # type: ignore[union-attr]
+            session._jsparkSession.sessionState().sqlParser().parsePlan(self.sql)
         except ParseException as exc:
             raise ShaperError(f"{self.source}: {_first_line(exc)}") from None
         except Exception:  # noqa: BLE001 - not a classic session: analysis will tell
@@ -170,6 +171,7 @@ class Shaper:
         types: list[tuple[Any, Any]],
         jobs: list[int],
     ) -> None:
+        # deferred: pyspark
         from py4j.protocol import Py4JJavaError
         from pyspark.errors.exceptions.captured import AnalysisException, CapturedException
 
@@ -206,6 +208,7 @@ class Shaper:
         key_type: DataType | None,
         value_type: DataType | None,
     ) -> tuple[pa.Table, tuple[Any, Any]]:
+        # deferred: pyspark
         from pyspark.sql import functions as F
 
         from engine.sparktypes import parse_json_column
@@ -233,6 +236,7 @@ class Shaper:
         return self._check_rows(result, rows), out_types
 
     def _check_columns(self, out: DataFrame) -> None:
+        # deferred: pyspark
         from pyspark.sql.types import StructType
 
         names = [f.name for f in out.schema.fields]
@@ -293,6 +297,7 @@ class Shaper:
 
 def _json_text(column: Column, data_type: DataType) -> Column:
     """The JSON text of a column of any type (NULL stays NULL)."""
+    # deferred: pyspark
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, MapType, NullType, StructType
 

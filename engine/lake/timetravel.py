@@ -233,6 +233,7 @@ def resolve_version(spark: SparkSession, pool: Pool, travel: Travel) -> int:
 
 def timestamp_value(spark: SparkSession, literal: str) -> datetime:
     """The moment a timestamp literal (SQL, as written) means to Spark, in UTC."""
+    # deferred: pyspark
     from pyspark.errors import PySparkException
 
     try:

@@ -277,7 +277,8 @@ def start(
         except OSError as exc:
             raise DevStackError(f"cannot start the {component}: {exc}") from None
         _CHILDREN[child.pid] = child
-        argv = tuple(str(arg) for arg in child.args)
+        args = child.args  # the launchers pass a list
+        argv = tuple(map(str, args)) if isinstance(args, list | tuple) else (str(args),)
         proc = Process(component, child.pid, chosen, argv, log_file)
         if wait_ready(proc, ready, timeout):
             return proc

@@ -93,7 +93,7 @@ class EtlView:
             for config in self.etls:
                 try:
                     staging = self.pools.pool(config.staging_pool, "etl")
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - shown in words on the ETL panel
                     errors.append(f"{config.name}: {one_line(exc, limit=300)}")
                     continue
                 version = staging.version
@@ -169,7 +169,7 @@ class EtlView:
         for name in config.raw_pools:
             try:
                 versions.append(self.pools.pool(name, "etl").version)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a pool that cannot be read has no version to cache on
                 versions.append(None)
         key = tuple(versions)
         cached = self._listing_cache.get(key)
@@ -180,7 +180,7 @@ class EtlView:
             waiting = runner.pending()
             gone = runner.expired()
             envelopes = self._envelopes(config, [*waiting, *gone])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - shown in words on the ETL panel
             return (), (), f"cannot list pending/expired records: {one_line(exc, limit=300)}"
         result = (
             tuple(record_row(config.name, r, "pending", envelopes) for r in waiting),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import one_line
 from engine.kafka.codecs.detect import sniff
 from engine.kafka.codecs.formats import Format
+from engine.kafka.registry_client import RegistrySchemas
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -135,7 +136,7 @@ class KafkaProbe:
 
         try:
             return watermarks(self.consumer(), topic, parts, timeout=self.timeout), None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - shown in words
             self.drop()
             return {}, one_line(exc, limit=300)
 
@@ -152,8 +153,6 @@ class KafkaProbe:
                 if self.registry is None:
                     return None
                 if self._decoder is None:
-                    from engine.kafka.registry_client import RegistrySchemas
-
                     self._decoder = RecordDecoder(
                         Format.AVRO, RegistrySchemas(self.registry, timeout=self.timeout)
                     )

@@ -61,7 +61,7 @@ class TopicsView:
             if lake_error is None:
                 try:
                     inputs = self._inputs()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - shown in words
                     lake_error = f"cannot read the lake at {lake.root}: {one_line(exc, limit=300)}"
             elif self.etls:
                 inputs = [(e.topic, e.pool) for c in self.etls for e in c.inputs]
@@ -132,7 +132,7 @@ class TopicsView:
             return None, lake_error
         try:
             return self.pools.pool(name), None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - shown in words
             return None, one_line(exc, limit=300)
 
     def _input_rows(
@@ -167,7 +167,7 @@ class TopicsView:
         if pool is not None:
             try:
                 dead = self.dead_letters.counts(pool)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - shown in words
                 error = error or f"cannot count dead letters: {one_line(exc, limit=300)}"
         rows = []
         for partition in parts:

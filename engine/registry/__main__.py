@@ -74,10 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
 
+    # deferred: uvicorn and the FastAPI app load once the arguments are checked
     import uvicorn
 
     from engine.registry.app import create_app
-    from engine.registry.store import RegistryError
+    from engine.registry.errors import RegistryError
 
     try:
         app = create_app(args.db)

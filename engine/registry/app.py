@@ -23,18 +23,20 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine import __version__
-from engine.registry.store import (
-    SCHEMA_TYPES,
+from engine.registry.errors import (
     RegistryError,
-    RegistryStore,
-    SubjectVersion,
     invalid_schema,
-    normalize_schema_type,
-    parse_references,
-    parse_version,
     schema_not_found,
     subject_config_not_found,
 )
+from engine.registry.schemas import (
+    SCHEMA_TYPES,
+    SubjectVersion,
+    normalize_schema_type,
+    parse_references,
+    parse_version,
+)
+from engine.registry.store import RegistryStore
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 

@@ -24,7 +24,8 @@ def find_free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def registry_command(

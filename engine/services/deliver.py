@@ -72,6 +72,7 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
         return tuple(d.status() for d in self._deliveries)
 
     def _run(self, stop: threading.Event) -> None:
+        # deferred: the delivery loop loads the codecs, confluent_kafka and deltalake
         from engine.deliver.loop import POLL_INTERVAL, deliveries_of, run_deliveries
 
         self._deliveries = deliveries_of(

@@ -71,7 +71,7 @@ class EtlService(Service["PassResult"]):
 
     def runner(self) -> EtlRunner:
         if self._runner is None:
-            from engine.etl.run import EtlRunner
+            from engine.etl.run import EtlRunner  # deferred: the ETL loads deltalake
 
             self._runner = EtlRunner(self.config, self.lake, self._spark())
         return self._runner
@@ -90,7 +90,7 @@ class EtlService(Service["PassResult"]):
     run_once = run_pass
 
     def _raw_versions(self) -> tuple[int, ...]:
-        from engine.lake.pools import PoolError
+        from engine.lake.pools import PoolError  # deferred: deltalake
 
         versions = []
         for name in self.config.raw_pools:

@@ -11,12 +11,12 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from engine.ingest.options import IngestInput, IngestOptions
 from engine.kafka.outage import BACK, UNREACHABLE
 from engine.services.service import Service, ServiceEvent, SparkSource
 
 if TYPE_CHECKING:
     from engine.ingest.loop import Ingest
-    from engine.ingest.options import IngestOptions
     from engine.ingest.stats import CommitInfo, IngestStats
     from engine.lake.pools import Lake
     from engine.settings.kafka import KafkaProfile
@@ -41,8 +41,6 @@ class FromKafkaService(Service["IngestStats"]):
         on_commit: Callable[[CommitInfo], None] | None = None,
     ) -> None:
         super().__init__(on_event=on_event)
-        from engine.ingest.options import IngestInput, IngestOptions
-
         self.inputs = [IngestInput(topic, pool) for topic, pool in inputs]
         self.lake = lake
         self.kafka = kafka
@@ -56,7 +54,7 @@ class FromKafkaService(Service["IngestStats"]):
         return None if self.ingest is None else self.ingest.status()
 
     def _run(self, stop: threading.Event) -> None:
-        from engine.ingest.loop import Ingest
+        from engine.ingest.loop import Ingest  # deferred: confluent_kafka and deltalake
 
         if not self._wait_for_topics(stop):
             return
@@ -78,7 +76,7 @@ class FromKafkaService(Service["IngestStats"]):
             self._event(kind, text)
 
     def _wait_for_topics(self, stop: threading.Event) -> bool:
-        from engine.kafka.clients import KafkaUnavailable, check_reachable
+        from engine.kafka.clients import KafkaUnavailable, check_reachable  # deferred: librdkafka
 
         announced = ""
         while not stop.is_set():

@@ -24,12 +24,13 @@ from engine.services.service import (
     SparkSource,
     spark_factory,
 )
+from engine.settings.errors import NotConfiguredError
+from engine.settings.kafka import KafkaProfile, load_kafka_profile
+from engine.settings.registry import RegistryProfile, load_registry_profile
 
 if TYPE_CHECKING:
     from engine.ingest.options import IngestOptions
     from engine.lake.pools import Lake
-    from engine.settings.kafka import KafkaProfile
-    from engine.settings.registry import RegistryProfile
 
 #: Any of a pipeline's services, as :attr:`Pipeline.services` lists them.
 AnyService: TypeAlias = Service[ServiceDetail]
@@ -65,10 +66,7 @@ class Pipeline:
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
         from engine.deliver.loop import config_outputs  # deferred: the codecs (pyarrow)
-        from engine.etl.config import load_config
-        from engine.settings.errors import NotConfiguredError
-        from engine.settings.kafka import load_kafka_profile
-        from engine.settings.registry import load_registry_profile
+        from engine.etl.config_file import load_config  # deferred: engine.etl loads deltalake
 
         self.config_path = Path(config_path)
         self.config = load_config(self.config_path)
@@ -122,7 +120,7 @@ class Pipeline:
 
     def prepare(self) -> list[str]:
         """Create the configuration's pools that do not exist yet; returns notes."""
-        from engine.lake.pools import RAW, STAGING
+        from engine.lake.pools import RAW, STAGING  # deferred: deltalake
 
         notes: list[str] = []
         if not self.create_pools:

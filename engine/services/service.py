@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Generic, Literal, TypeAlias, TypeVar
 
 from engine.errors import ZyncError, one_line
+from engine.settings.spark import load_spark_settings
+from engine.spark import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -108,9 +110,6 @@ def spark_factory(spark: SparkSource) -> Callable[[], SparkSession]:
     if spark is None:
 
         def default() -> SparkSession:
-            from engine.settings.spark import load_spark_settings
-            from engine.spark import get_spark
-
             return get_spark(load_spark_settings())
 
         return default

@@ -248,7 +248,8 @@ def test_topics_survive_down_and_up(home: Path) -> None:
             message = consumer.poll(1.0)
             if message is not None and message.error():
                 message = None
-        assert message is not None and message.value() == b"v1"
+        assert message is not None
+        assert message.value() == b"v1"
     finally:
         consumer.close()
 

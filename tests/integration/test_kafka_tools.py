@@ -34,7 +34,7 @@ def zync(*args: str, input: str | None = None):  # noqa: A002 - click's name
     return runner.invoke(APP, [str(a) for a in args], input=input)
 
 
-def ok(*args: str, input: str | None = None):  # noqa: A002
+def ok(*args: str, input: str | None = None):  # noqa: A002 - click's name
     result = zync(*args, input=input)
     assert result.exit_code == 0, f"{result.stdout}\n{result.stderr}"
     return result
@@ -430,7 +430,7 @@ def test_a_stopped_registry_is_one_line(stopped, broker) -> None:
 # --------------------------------------------------------------------------- secrets, Ctrl-C
 
 
-def _run(*args: str, env: dict[str, str], input: str = "") -> subprocess.CompletedProcess:  # noqa: A002
+def _run(*args: str, env: dict[str, str], input: str = "") -> subprocess.CompletedProcess:  # noqa: A002 - subprocess's name
     return subprocess.run([sys.executable, "-m", "zync_tui.commands.kafka", *args],
                           input=input, capture_output=True, text=True, env=env, timeout=60)
 

@@ -13,9 +13,8 @@ from engine.etl.config import (
     EtlConfigError,
     StatelessRule,
     TxnRule,
-    load_config,
-    parse_config,
 )
+from engine.etl.config_file import load_config, parse_config
 from engine.etl.sql import SqlShapeError, wrap_select
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "invoices" / "etl.yaml"

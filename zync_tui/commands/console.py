@@ -110,14 +110,14 @@ def _engine_output_to_log() -> Iterator[Path | None]:
     terminal = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding or "utf-8", errors="replace")
     old = (sys.stderr, sys.__stderr__)
     os.dup2(log.fileno(), 2)
-    sys.stderr = sys.__stderr__ = terminal
+    sys.stderr = sys.__stderr__ = terminal  # type: ignore[misc]  # Final in typeshed; redirected on purpose
     try:
         yield path
     finally:
         terminal.flush()
         os.dup2(saved, 2)
         os.close(saved)
-        sys.stderr, sys.__stderr__ = old
+        sys.stderr, sys.__stderr__ = old  # type: ignore[misc]  # Final in typeshed; restored
         terminal.close()
         log.close()
 

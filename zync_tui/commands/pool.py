@@ -201,7 +201,7 @@ def _type_text(text: str | None) -> str:
         from pyspark.sql.types import _parse_datatype_json_string  # deferred: pyspark
 
         return _parse_datatype_json_string(text).simpleString()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a type pyspark cannot parse is shown as stored
         return text
 
 

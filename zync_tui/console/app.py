@@ -51,14 +51,14 @@ W = TypeVar("W", bound=Widget)
 def _quiet(handler: Callable[Concatenate[ZyncConsole, P], None]) -> Callable[Concatenate[ZyncConsole, P], None]:
     """A message handler that does nothing once the main screen is gone (shutting down)."""
 
-    @functools.wraps(handler)
-    def wrapper(self: ZyncConsole, *args: P.args, **kwargs: P.kwargs) -> None:
+    def wrapper(self: ZyncConsole, /, *args: P.args, **kwargs: P.kwargs) -> None:
         try:
             handler(self, *args, **kwargs)
         except NoMatches:
             if self.is_running and self.screen_stack and self.screen_stack[0].is_attached:
                 raise
 
+    functools.update_wrapper(wrapper, handler)
     return wrapper
 
 
@@ -323,7 +323,7 @@ class ZyncConsole(App[None]):
 
     # -- command palette and shutdown ---------------------------------------------------
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield from console_commands(self)
 

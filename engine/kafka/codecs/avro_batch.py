@@ -62,7 +62,7 @@ PlExprFn = Callable[["pl.Expr"], "pl.Expr"]
 
 def _plan(schema: Any) -> tuple[Any, PlExprFn | None]:
     """(container schema piece, polars expression turning it into our JSON form)."""
-    import polars as pl
+    import polars as pl  # deferred: polars is slow to import
 
     if isinstance(schema, str):
         if schema == "null":
@@ -185,7 +185,7 @@ class PolarsBatchReader:
         self.sentinel = zigzag_long(_SENTINEL)
 
     def read(self, bodies: Sequence[bytes]) -> list[str | None]:
-        import polars as pl
+        import polars as pl  # deferred: polars is slow to import
 
         n = len(bodies)
         parts: list[bytes] = [self.sentinel] * (2 * n)

@@ -79,7 +79,7 @@ def _unique(name: str, used: set[str]) -> str:
 
 
 def _avro(data_type: DataType, name: str, used: set[str]) -> Any:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if isinstance(data_type, T.StructType):
         record = _unique(name, used)
@@ -140,7 +140,7 @@ def spark_to_connect(
     data_type: DataType, *, optional: bool = False, name: str | None = None
 ) -> dict[str, Any]:
     """The Kafka Connect schema (JsonConverter form) of values of ``data_type``."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     schema: dict[str, Any]
     if isinstance(data_type, T.StructType):
@@ -198,6 +198,7 @@ def spark_to_connect(
 def spark_to_arrow(data_type: DataType) -> pa.DataType | None:
     """The Arrow type Arrow's JSON reader parses this type's JSON text into, exactly as
     Avro needs it, or None when it cannot (decimals, dates, timestamps, binary, maps)."""
+    # deferred: pyarrow and pyspark
     import pyarrow as pa
     from pyspark.sql import types as T
 

@@ -89,7 +89,7 @@ def avro_nullable(schema: Any) -> bool:
 def _avro(
     schema: Any, named: dict[str, Any], namespace: str | None, active: frozenset[str]
 ) -> DataType:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if isinstance(schema, str):
         simple = {
@@ -163,7 +163,7 @@ def _avro(
 
 
 def _decimal(schema: dict[str, Any]) -> DataType:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     precision = schema.get("precision")
     scale = int(schema.get("scale", 0))
@@ -181,7 +181,7 @@ def connect_to_spark(schema: dict[str, Any] | None) -> DataType:
 
     A null schema (schemaless envelope) gives StringType: the payload's JSON text.
     """
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if schema is None:
         return T.StringType()
@@ -235,7 +235,7 @@ def json_value_to_spark(values: Iterable[Any]) -> DataType:
     first-seen order), arrays → ArrayType of their merged elements; a path seen with
     conflicting kinds, or only ever null / empty, → StringType (its JSON text).
     """
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     result: DataType | None = None
     for value in values:
@@ -249,7 +249,7 @@ def json_value_to_spark(values: Iterable[Any]) -> DataType:
 
 
 def _json_type(value: Any) -> DataType:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if value is None:
         return T.NullType()
@@ -273,7 +273,7 @@ def _json_type(value: Any) -> DataType:
 
 def _no_nulltype(dtype: DataType) -> DataType:
     """Replace NullType (never seen with a value) by StringType, everywhere."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark
 
     if isinstance(dtype, T.NullType):
         return T.StringType()

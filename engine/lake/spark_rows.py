@@ -1,0 +1,86 @@
+"""A pool's rows on the Spark side: written by the executors, read as the typed envelope.
+
+:func:`write_files` writes a DataFrame of records as Parquet files with exactly the pool's
+row schema into a new directory of the pool (committed later, see
+:meth:`engine.lake.pools.Pool.commit_rows`); :func:`typed_envelope` parses the JSON text
+of keys and values into the topic's Spark types; :func:`spark_types_of` merges the types
+a pool records for its topics.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from engine.lake import delta
+from engine.lake.envelope import DEADLETTER_TYPE, MARKER_TYPE
+from engine.sparktypes import load_type, merge_optional, parse_json_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
+
+    from engine.lake.pools import TopicTypes
+
+
+def write_files(pool_path: Path, df: DataFrame, label: str) -> list[delta.WrittenFile]:
+    """Write ``df`` (columns ``seqno, kafka, key, value``: records, every one with its
+    seqno and ``kafka`` struct) as Parquet files into ``<pool_path>/<label>-<uuid>``,
+    from the Spark executors, without committing them."""
+    # deferred: pyspark
+    from pyspark.sql import functions as F
+
+    # timestamps as every Delta reader expects them (Spark's default, INT96, is legacy)
+    df.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    directory = f"{label}-{uuid.uuid4()}"
+    # NOT NULL where the pool's schema says so (Spark writes that into the files:
+    # Delta readers refuse to read a nullable file column as a non-null one)
+    rows = df.select(
+        F.coalesce(F.col("seqno").cast("long"), F.lit(0).cast("long")).alias("seqno"),
+        F.struct(
+            F.coalesce(F.col("kafka.topic").cast("string"), F.lit("")).alias("topic"),
+            F.coalesce(F.col("kafka.partition").cast("int"), F.lit(0)).alias("partition"),
+            F.coalesce(F.col("kafka.offset").cast("long"), F.lit(0).cast("long")).alias("offset"),
+            F.col("kafka.timestamp").cast("timestamp").alias("timestamp"),
+        ).alias("kafka"),
+        F.col("key").cast("string"),
+        F.col("value").cast("string"),
+        F.lit(None).cast(_spark_ddl(DEADLETTER_TYPE)).alias("deadletter"),
+        F.lit(None).cast(_spark_ddl(MARKER_TYPE)).alias("marker"),
+    )
+    rows.write.option("compression", "snappy").parquet(str(Path(pool_path) / directory))
+    return delta.spark_output(pool_path, directory)
+
+
+def typed_envelope(
+    df: DataFrame, key_type: DataType | None, value_type: DataType | None
+) -> DataFrame:
+    """``seqno, kafka, key, value`` of pool rows, key and value parsed into the types."""
+    # deferred: pyspark
+    from pyspark.sql import functions as F
+
+    return df.select(
+        "seqno",
+        "kafka",
+        parse_json_column(F.col("key"), key_type).alias("key"),
+        parse_json_column(F.col("value"), value_type).alias("value"),
+    )
+
+
+def spark_types_of(types: Iterable[TopicTypes]) -> tuple[DataType | None, DataType | None]:
+    """The Spark types of keys and values, merged over the given topics' types."""
+    key: DataType | None = None
+    value: DataType | None = None
+    for t in types:
+        key = merge_optional(key, load_type(t.key))
+        value = merge_optional(value, load_type(t.value))
+    return key, value
+
+
+def _spark_ddl(type_: pa.DataType) -> str:
+    """A pyarrow struct type as Spark DDL (for typed NULL columns)."""
+    return delta.spark_schema(pa.schema([pa.field("x", type_)]))["x"].dataType.simpleString()
