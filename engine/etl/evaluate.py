@@ -16,6 +16,7 @@ Spark).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,16 @@ class _Evaluated:
     table: pa.Table
     local: bool
     result: DataFrame | None = None
+    #: Frees what the persisted result was computed from (the cached assigned
+    #: candidates and their view). It runs only after the result is unpersisted: Spark
+    #: drops the caches of every plan built on a cache it uncaches, so the outputs would
+    #: be computed again when they are written.
+    release_inputs: Callable[[], None] = lambda: None
+
+    def release(self) -> None:
+        if self.result is not None:
+            self.result.unpersist()
+        self.release_inputs()
 
 
 def _evaluate(
@@ -123,6 +134,13 @@ def _evaluate(
         else:
             count = warm.rows.num_rows
             assigned = query.cte("assigned", assigned_sql)
+
+        def release_assigned() -> None:
+            if cached is not None:
+                spark.catalog.dropTempView(assigned)
+                cached.unpersist()
+
+        kept = False
         try:
             query.small = count <= BROADCAST_ROWS
             query.fates(fresh_view, label=None, status=quote(DEAD), where="__dead")
@@ -135,14 +153,15 @@ def _evaluate(
                 return _Evaluated(result.toArrow(), local=True)
             result = result.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                return _Evaluated(_summarize(result), local=False, result=result)
+                evaluated = _Evaluated(_summarize(result), False, result, release_assigned)
             except BaseException:
                 result.unpersist()
                 raise
+            kept = True
+            return evaluated
         finally:
-            if cached is not None:
-                spark.catalog.dropTempView(assigned)
-                cached.unpersist()
+            if not kept:
+                release_assigned()
 
 
 def _decided(
@@ -174,13 +193,13 @@ def _decided(
     try:
         plan = decide(pools, positions, done, fates_, counts)
     except BaseException:
-        result.unpersist()
+        evaluated.release()
         raise
     if plan.counts:
-        plan.cached = result
+        plan.release_result = evaluated.release
         plan.outputs = result.where(F.col("kind") == "o").select(*OUTPUT_COLUMNS)
     else:
-        result.unpersist()
+        evaluated.release()
     return _with_read(plan, fresh, warm, done)
 
 

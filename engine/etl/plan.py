@@ -11,7 +11,7 @@ brought along, the outputs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +67,8 @@ class Plan:
     local_outputs: pa.Table | None = None
     #: The first staging seqno of this plan's outputs (the markers follow them).
     first_seqno: int = 0
-    cached: DataFrame | None = None
+    #: Unpersists the outputs (and what they were computed from) once written.
+    release_result: Callable[[], None] | None = None
     #: What the pass read: the input rows (a Spark frame when read cold, Arrow when read
     #: from the window) and this ETL's markers above the cursors; see engine.etl.window.
     fresh: DataFrame | None = None
@@ -87,9 +88,9 @@ class Plan:
         return numbering(self.counts, self.positions.next_offsets, self.first_seqno)
 
     def release(self) -> None:
-        if self.cached is not None:
-            self.cached.unpersist()
-            self.cached = None
+        if self.release_result is not None:
+            self.release_result()
+            self.release_result = None
 
 
 def empty_plan(positions: Positions) -> Plan:
