@@ -3,9 +3,8 @@
 SIGKILL at random moments while more outputs are staged; then each topic holds every
 output exactly once, in order (per key on the partitioned topic).
 
-jdbc delivers 50,000 outputs through at least ten kills per topic; the other envelopes
-(debezium, differential, materialize) 12,500 through fewer, with deletes among the
-outputs, and are checked as their readers see them: the events applied in order
+jdbc delivers 20,000 outputs through eight kills; the other envelopes (debezium,
+differential, materialize) 5,000 through four, with deletes among the outputs, and are checked as their readers see them: the events applied in order
 (debezium), the diffs summed up to the last closed time (differential, materialize)
 give staging's latest image per key, and no position is delivered twice.
 """
@@ -78,29 +77,29 @@ class Case:
 
 CASES = {
     "jdbc": Case(
-        {"A": (20_000, 1, "avro", 6_000), "B": (30_000, 3, "json", 9_000)},
-        {"A": 350, "B": 525},
-        kills=12,
-        interrupted=5,
+        {"A": (8_000, 1, "avro", 2_400), "B": (12_000, 3, "json", 3_600)},
+        {"A": 140, "B": 210},
+        kills=8,
+        interrupted=4,
         record=invoice,
     ),
     "debezium": Case(
-        {"A": (5_000, 1, "avro", 1_500), "B": (7_500, 3, "json", 2_250)},
-        {"A": 100, "B": 150},
-        kills=6,
-        interrupted=3,
+        {"A": (2_000, 1, "avro", 600), "B": (3_000, 3, "json", 900)},
+        {"A": 40, "B": 60},
+        kills=4,
+        interrupted=2,
     ),
     "differential": Case(
-        {"A": (5_000, 1, "avro", 1_500), "B": (7_500, 3, "json", 2_250)},
-        {"A": 100, "B": 150},
-        kills=6,
-        interrupted=3,
+        {"A": (2_000, 1, "avro", 600), "B": (3_000, 3, "json", 900)},
+        {"A": 40, "B": 60},
+        kills=4,
+        interrupted=2,
     ),
     "materialize": Case(
-        {"A": (5_000, 1, "avro", 1_500), "B": (7_500, 3, "avro", 2_250)},
-        {"A": 100, "B": 150},
-        kills=6,
-        interrupted=3,
+        {"A": (2_000, 1, "avro", 600), "B": (3_000, 3, "avro", 900)},
+        {"A": 40, "B": 60},
+        kills=4,
+        interrupted=2,
     ),
 }
 
