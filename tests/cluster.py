@@ -413,14 +413,16 @@ def append_events(pool: Any, events: Sequence[Mapping[str, Any]], chunk: int = 5
     return committed
 
 
-def invoice_events(count: int, *, partitions: int = 2, first_id: int = 0) -> list[dict[str, Any]]:
+def invoice_events(
+    count: int, *, partitions: int = 2, first_id: int = 0, spacing_ms: int = 100
+) -> list[dict[str, Any]]:
     """``count`` Debezium-like events of the invoice scenario (topics Invoices and
     InvoiceStatus, ``partitions`` partitions each, keyed by invoice id), deterministic.
 
     Per invoice: a create; its status create two invoices later (so left rows wait for
     their right rows, and across a batch boundary across passes); every 7th invoice's
     status comes before the invoice, every 11th never comes (pending, then expired: one
-    event per 100 ms, expire-after 1h); every 5th status and 13th invoice get an update;
+    event per ``spacing_ms``, expire-after 1h); every 5th status and 13th invoice get an update;
     every 17th invoice is deleted (delete + tombstone).
     """
     events: list[dict[str, Any]] = []
@@ -428,7 +430,7 @@ def invoice_events(count: int, *, partitions: int = 2, first_id: int = 0) -> lis
     invoice = first_id
     while len(events) < count:
         i = invoice
-        ms = BASE_MS + len(events) * 100
+        ms = BASE_MS + len(events) * spacing_ms
         part = i % partitions
         source = {"table": "Invoices", "lsn": i}
         row = {"ID": i, "customer": f"c{i % 1000}", "item": f"item-{i % 97}"}
@@ -482,7 +484,7 @@ def invoice_events(count: int, *, partitions: int = 2, first_id: int = 0) -> lis
         if len(delayed) > 2:
             now += delayed.pop(0)
         for event in now:
-            event["timestamp"] = BASE_MS + len(events) * 100
+            event["timestamp"] = BASE_MS + len(events) * spacing_ms
             events.append(event)
         invoice += 1
     return events[:count]
@@ -536,22 +538,46 @@ def run_steps(
     return results
 
 
+#: With :func:`small_passes`: above this many candidates a pass's outputs are written
+#: by the executors (engine.etl.evaluate.DRIVER_OUTPUT_ROWS, 20,000 in production).
+SMALL_DRIVER_OUTPUT_ROWS = 1_000
+
+
+def small_passes(patch: Any | None = None) -> None:
+    """Make this process's passes take the large-pass paths on little data: cold reads
+    through delta-spark (no delta-rs log read) and outputs of more than
+    :data:`SMALL_DRIVER_OUTPUT_ROWS` candidates written by the executors. ``patch`` (a
+    ``pytest.MonkeyPatch``) undoes it afterwards; without one it lasts the process."""
+    from engine.etl import evaluate, window
+
+    for module, name, value in (
+        (evaluate, "DRIVER_OUTPUT_ROWS", SMALL_DRIVER_OUTPUT_ROWS),
+        (window, "LOG_READ_ROWS", 0),
+    ):
+        if patch is not None:
+            patch.setattr(module, name, value)
+        else:
+            setattr(module, name, value)
+
+
 def run_in_subprocess(
     master: str,
     jobs: Sequence[tuple[Path, Path, Sequence[str]]],
     *,
     home: Path,
     timeout: float = 1200,
+    small: bool = False,
 ) -> dict[str, Any]:
     """Run ETL jobs ``(lake, config, steps)`` in a fresh process whose SparkSession uses
     ``master`` (through ``$ZYNC_SPARK_MASTER``, with ``home`` as its zync home); its
-    JSON report."""
+    JSON report. ``small``: with :func:`small_passes`."""
     spec = [
         {"lake": str(lake), "config": str(cfg), "steps": list(steps)} for lake, cfg, steps in jobs
     ]
     env = {**os.environ, "ZYNC_SPARK_MASTER": master, "ZYNC_HOME": str(home)}
+    flags = ["--small-passes"] if small else []
     result = subprocess.run(
-        [sys.executable, "-m", "tests.cluster", "etl", json.dumps(spec)],
+        [sys.executable, "-m", "tests.cluster", "etl", *flags, json.dumps(spec)],
         cwd=Path(__file__).resolve().parents[1],
         env=env,
         capture_output=True,
@@ -593,7 +619,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     etl = sub.add_parser("etl", help="run ETL jobs here (master from $ZYNC_SPARK_MASTER)")
     etl.add_argument("jobs", help='JSON: [{"lake": DIR, "config": YAML, "steps": [...]}]')
+    etl.add_argument("--small-passes", action="store_true", help="see small_passes()")
     args = parser.parse_args(argv)
+    if args.small_passes:
+        small_passes()
 
     from engine.spark import get_spark, stop_spark
 
