@@ -120,6 +120,31 @@ def _topic_messages(profile: Any, topic: str) -> list[Any]:
         client.close()
 
 
+def _high(profile: Any, topic: str) -> int:
+    from confluent_kafka import TopicPartition
+
+    from engine.kafka.clients import consumer
+
+    client = consumer(profile)
+    try:
+        return client.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        client.close()
+
+
+def _cursors(lake_root: Path) -> dict[str, int]:
+    """The ETL's cursors in staging's Delta log: ``topic/partition`` → offset."""
+    from tests.cluster import app_transactions
+
+    if not (lake_root / "Staging" / "_delta_log").is_dir():
+        return {}
+    return {
+        app.split("/cursor/", 1)[1]: version
+        for app, version in app_transactions(lake_root / "Staging").items()
+        if "/cursor/" in app
+    }
+
+
 def _staging(lake_root: Path) -> tuple[list[dict], list[dict]]:
     from deltalake import DeltaTable
 
@@ -210,7 +235,19 @@ def test_loops_on_their_own_and_a_second_etl_or_to_kafka_is_harmless(
             if time.monotonic() > deadline:
                 pytest.fail(f"timed out: {len(outputs)} outputs, {len(markers)} markers in staging")
             time.sleep(0.5)
-        time.sleep(5)  # a duplicate would show up now
+        # every position at its end — the ETL's cursors (in staging's Delta log) past the
+        # last input offset, the topic's last message at the last staged offset — so no
+        # loop has anything left to do and a duplicate could only come from a position
+        # behind, which the assertions below would see
+        ends = {
+            f"{names[t]}/0": _high(profile, names[t]) - 1 for t in ("Invoices", "InvoiceStatus")
+        }
+        deadline = time.monotonic() + TIMEOUT
+        while _cursors(lake) != ends:
+            assert time.monotonic() < deadline, f"cursors {_cursors(lake)}, inputs end at {ends}"
+            time.sleep(0.2)
+        tail = _topic_messages(profile, out_topic)[-1]
+        assert int(dict(tail.headers() or [])["zync.offset"]) == OUTPUTS - 1
 
         # a second ETL / to-kafka loop: refused in one line (either of the two may be the
         # one that gives way, e.g. a fenced transactional producer), or still running
