@@ -94,7 +94,10 @@ class FakeBackend:
         rows = (
             TopicSnapshot("Invoices", 0, "Raw", "in", 0, 4, 3, 0, 0.0, 0.0, 0.4, hist, 0),
             TopicSnapshot("InvoiceStatus", 0, "Raw", "in", 0, 6, 3, 2, 12.0, 11.5, 0.6, hist[::-1], 1),
-            TopicSnapshot("NewInvoices", 0, "Staging", "out", 0, 3, 2, None, None, None, 0.3, hist, 0),
+            TopicSnapshot("NewInvoices", 0, "Staging", "out", 0, 3, 2, None, None, None, 0.3, hist, 0,
+                          envelope="jdbc", staged="NewInvoices"),
+            TopicSnapshot("InvoiceChanges", 0, "Staging", "out", 0, 3, 2, None, None, None, 0.3, hist,
+                          0, envelope="debezium", staged="NewInvoices"),
         )
         if self.kafka_down:
             rows = tuple(replace(r, low=None, high=None, lag_records=None, lag_seconds=None,

@@ -47,8 +47,11 @@ async def test_number_keys_show_every_panel_with_its_data() -> None:
             assert app.query_one(TabbedContent).active == panel
             assert app.focused is table(app, panel)
         topics = cells(app, "topics")
-        assert [row[0] for row in topics] == ["Invoices", "InvoiceStatus", "NewInvoices"]
+        assert [row[0] for row in topics] == [
+            "Invoices", "InvoiceStatus", "NewInvoices", "InvoiceChang…"
+        ]
         assert topics[1][2:9] == ["in", "0", "6", "3", "2", "12s", "12s"]
+        assert [row[2] for row in topics[2:]] == ["jdbc", "dbz"]  # their envelopes
         assert topics[1][-1] == "1"  # a dead letter
         loops = cells(app, "loops")
         assert [row[1] for row in loops] == ["running", "running", "stopped"]
@@ -175,7 +178,7 @@ async def test_polls_never_overlap_and_rearm_after_failures() -> None:
         await pilot.press("r", "r", "r")  # refresh asks while a poll runs: queued, not doubled
         await until(pilot, lambda: app.poll_count["topics"] >= 9, what="more topic polls")
         assert backend.most == 1
-        assert table(app, "topics").row_count == 3  # recovered after two failures
+        assert table(app, "topics").row_count == 4  # recovered after two failures
         log = [row[3] for row in cells(app, "log")]
         assert any("topics snapshot failed: snapshot exploded" in line for line in log)
 

@@ -31,10 +31,11 @@ ENVELOPE_SHORT = {"jdbc": "jdbc", "differential": "diff", "materialize": "mz", "
 
 
 def _direction(t: TopicSnapshot) -> str:
-    """``in``, or ``out`` and the output's envelope (``out dbz``)."""
+    """``in``, or for an output the envelope it is delivered in (``jdbc``, ``dbz``...):
+    narrow enough for 80 columns; the detail line spells it out."""
     if t.direction == "in" or t.envelope is None:
         return t.direction
-    return f"{t.direction} {ENVELOPE_SHORT.get(t.envelope, t.envelope)}"
+    return ENVELOPE_SHORT.get(t.envelope, t.envelope)
 
 
 class TopicsPanel(Vertical):
@@ -63,7 +64,7 @@ class TopicsPanel(Vertical):
         for t in report.topics:
             key = f"{t.direction}:{t.topic}:{t.partition}"
             cells = (
-                fmt.short(t.topic, 14),
+                fmt.short(t.topic, 13),
                 str(t.partition),
                 _direction(t),
                 fmt.num(t.low),
@@ -73,7 +74,7 @@ class TopicsPanel(Vertical):
                 fmt.seconds(t.lag_seconds),
                 fmt.seconds(t.source_lag_seconds),
                 fmt.rate(t.rate),
-                fmt.sparkline(t.history, 6),
+                fmt.sparkline(t.history, 5),
                 str(t.dead_letters),
             )
             sort = (t.topic, t.partition, t.direction, t.low, t.high, t.lake_offset, t.lag_records,
