@@ -37,6 +37,7 @@ class EtlService(Service["PassResult"]):
     (the console's "run a pass" button), never at the same time as the loop's."""
 
     name = "etl"
+    imports_first = ("pyspark.sql",)  # the passes run on Spark
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ class FromKafkaService(Service["IngestStats"]):
     """from-kafka over ``inputs`` ((topic, pool) pairs); waits for missing topics."""
 
     name = "from-kafka"
+    imports_first = ("pyspark.sql",)  # topic types are read with pyspark's type parser
 
     def __init__(
         self,

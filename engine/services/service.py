@@ -17,6 +17,7 @@ prints them, the console shows them. Listeners are called from the services' thr
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 import time
 from collections import deque
@@ -125,6 +126,8 @@ class Service(Generic[D]):
     :meth:`_event`."""
 
     name = "service"
+    #: Modules :meth:`start` imports in the caller's thread before the loop's starts.
+    imports_first: tuple[str, ...] = ()
 
     def __init__(self, *, on_event: Callable[[ServiceEvent], None] | None = None) -> None:
         self._lock = threading.Lock()
@@ -149,6 +152,11 @@ class Service(Generic[D]):
 
     def start(self) -> None:
         """Start the loop in a thread (nothing happens when it already runs)."""
+        for module in self.imports_first:
+            # heavy modules the loop imports late, imported here in the caller's thread:
+            # two loops importing pyspark at once can find it partly initialized
+            # ("cannot import name 'SQLContext' from partially initialized module")
+            importlib.import_module(module)
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return

@@ -126,11 +126,12 @@ async def test_a_slow_etl_pass_leaves_keys_and_scrolling_responsive() -> None:
         try:
             await until(pilot, lambda: backend.pass_entered.is_set(), what="the pass to start")
             # The pass blocks until released: a key that waited for it would never return,
-            # so any bound shows the event loop is free (2 s leaves room for a busy CI box).
+            # so any bound shows the event loop is free (10 s: a loaded CI box with three
+            # test workers has taken 3 s to draw the log panel; speed is bench/'s business).
             for key in ("1", "down", "down", "3", "6", "up", "4", "2"):
                 before = time.monotonic()
                 await pilot.press(key)
-                assert time.monotonic() - before < 2.0, f"key {key} waited for the pass"
+                assert time.monotonic() - before < 10.0, f"key {key} waited for the pass"
             assert app.query_one(TabbedContent).active == "loops"
             assert table(app, "topics").cursor_row == 2  # moved while the pass ran
             polls_during = app.poll_count["topics"]
