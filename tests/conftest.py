@@ -14,11 +14,10 @@ import pytest
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with a test marked ``slow`` first, each file's tests together and in their
-    order: the workers of scripts/test.sh take files in this order, so the longest
-    start early and the run does not end on one long file."""
-    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)
+    """Tests marked ``slow`` first (a file's tests stay together and in order): the
+    workers of scripts/test.sh take files in this order, so the longest start early
+    and the run does not end on one long file."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)

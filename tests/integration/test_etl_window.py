@@ -16,7 +16,7 @@ from engine.etl import EtlRunner, load_config
 from engine.lake.pools import Lake
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 CONFIG = DEMO / "etl.yaml"
 
