@@ -2,10 +2,9 @@
 # Run zync's checks, then its whole test suite (unit, integration, slow), in the project's .venv.
 # The checks come first and fail the run: ruff (lint), mypy (types), lint-imports (the import
 # contracts), all configured in pyproject.toml, and the layout test (tests/unit/test_boundaries.py:
-# every module of engine, zync_tui and demo). pytest then runs on four workers (pytest-xdist;
-# each test file stays on one worker, in file order, the files marked slow first: most tests
-# wait on brokers, JVMs and subprocesses — a serial run keeps two cores about half busy — so
-# four overlap well on two cores) and prints the 25 slowest tests.
+# every module of engine, zync_tui and demo). pytest then runs on three workers (pytest-xdist;
+# each test file stays on one worker, in file order: most tests wait on brokers, JVMs and
+# subprocesses, so three overlap well on two cores) and prints the 25 slowest tests.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k registry -x`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,4 +22,4 @@ echo "== layout" >&2
 "$bin/python" -m pytest --quiet --no-header -p no:cacheprovider tests/unit/test_boundaries.py
 
 echo "== pytest" >&2
-exec "$bin/python" -m pytest -n "${ZYNC_TEST_WORKERS:-4}" --dist loadfile --durations=25 "$@"
+exec "$bin/python" -m pytest -n "${ZYNC_TEST_WORKERS:-3}" --dist loadfile --durations=25 "$@"

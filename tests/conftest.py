@@ -13,13 +13,6 @@ from pathlib import Path
 import pytest
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` first (a file's tests stay together and in order): the
-    workers of scripts/test.sh take files in this order, so the longest start early
-    and the run does not end on one long file."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 @pytest.fixture(autouse=True)
 def _zync_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the user's ~/.zync."""
