@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from engine.etl import read
 from engine.etl.checked import Checked
 from engine.etl.cursors import Positions
-from engine.etl.plan import Plan, decide, empty_plan
+from engine.etl.plan import Plan, ReadFrom, decide, empty_plan
 from engine.etl.plan_context import DEAD, FATE_COLUMNS, OUTPUT_COLUMNS, RESULT_TYPES, PassQuery
 from engine.etl.pools import EtlPools
 from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
@@ -53,7 +53,7 @@ class WarmRead:
 
     rows: pa.Table
     done: pa.Table
-    source: str = "window"
+    source: ReadFrom = "window"
 
 
 def plan_pass(

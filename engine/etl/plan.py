@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +46,11 @@ FATES_SCHEMA = pa.schema(
 )
 
 
+#: Where a pass's input came from: delta-spark, the window kept since the last pass, or
+#: delta-rs reading a small input from the Delta log.
+ReadFrom = Literal["spark", "window", "log"]
+
+
 @dataclass
 class Plan:
     """A planned pass, before its commit."""
@@ -73,9 +78,9 @@ class Plan:
     #: from the window) and this ETL's markers above the cursors; see engine.etl.window.
     fresh: DataFrame | None = None
     read_rows: pa.Table | None = None
-    #: Where the pass's input came from: ``spark`` (delta-spark), ``window`` or ``log``
-    #: (in memory: engine.etl.evaluate.WarmRead).
-    read_from: str = "spark"
+    #: Where the pass's input came from (in memory for ``window`` and ``log``:
+    #: engine.etl.evaluate.WarmRead).
+    read_from: ReadFrom = "spark"
     done: pa.Table | None = None
 
     @property

@@ -20,6 +20,8 @@ from engine.etl.timings import Timings
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from engine.etl.plan import ReadFrom
+
 NOTHING_NEW = "nothing new to ETL"
 
 #: How :meth:`PassResult.summary` puts a pass in words: ``lines`` (the CLI and logs: a
@@ -49,15 +51,18 @@ class PassResult:
     moved: dict[TopicPartition, int] = field(default_factory=dict)
     attempts: int = 1
     seconds: float = 0.0
-    #: True when the pass read from the ETL's window (engine.etl.window), not cold.
-    warm: bool = False
     #: Where its input came from: ``spark`` (delta-spark), ``window`` (kept from the
     #: last pass) or ``log`` (a small input read by delta-rs, no Spark read).
-    read_from: str = "spark"
+    read_from: ReadFrom = "spark"
     #: Where the pass spent its time (engine.etl.timings).
     timings: Timings = field(default_factory=Timings)
     #: The output rows (``topic, offset, timestamp, key, value``), for dry runs.
     rows: pa.Table | None = None
+
+    @property
+    def warm(self) -> bool:
+        """True when the pass read from the ETL's window (engine.etl.window)."""
+        return self.read_from == "window"
 
     @property
     def nothing_new(self) -> bool:

@@ -170,7 +170,6 @@ class EtlRunner:
                 try:
                     result = self._result(plan, dry_run, attempt)
                     result.timings = timings
-                    result.warm = plan.read_from == "window"
                     result.read_from = plan.read_from
                     if plan.empty:
                         self._idle = idle_key

@@ -97,32 +97,42 @@ def readable(pool: Pool) -> bool:
     return pool.table.protocol().min_reader_version < 2
 
 
-def new_rows(pool_name: str, pool: Pool, after_seqno: int, topics: list[str]) -> pa.Table:
-    """The raw rows of ``topics`` with a seqno above ``after_seqno`` in the pool's loaded
-    snapshot, read with delta-rs and pyarrow from the files that may hold them."""
+def _rows_after(
+    pool: Pool, seqno: int, columns: Mapping[str, pc.Expression], condition: pc.Expression
+) -> pa.Table | None:
+    """``columns`` of the rows with a seqno above ``seqno`` that meet ``condition``, read
+    with delta-rs and pyarrow from the files of the pool's loaded snapshot that may hold
+    them (None: no such file)."""
     import pyarrow.dataset as ds  # deferred: pyarrow.dataset is slow to import
 
-    if pool.last_seqno() <= after_seqno:
-        return FRESH_SCHEMA.empty_table()
-    files = pool.files(f"seqno > {after_seqno}")
+    if pool.last_seqno() <= seqno:
+        return None
+    files = pool.files(f"seqno > {seqno}")
     if not files:
-        return FRESH_SCHEMA.empty_table()
-    condition = (
-        (pc.field("seqno") > after_seqno)
-        & pc.field("marker", "etl").is_null()
-        & pc.field("kafka", "topic").isin(topics)
-    )
-    scanner = ds.dataset(files, schema=arrow_schema(pool.table), format="parquet").scanner(
-        columns={
+        return None
+    dataset = ds.dataset(files, schema=arrow_schema(pool.table), format="parquet")
+    return dataset.scanner(
+        columns=dict(columns), filter=(pc.field("seqno") > seqno) & condition
+    ).to_table()
+
+
+def new_rows(pool_name: str, pool: Pool, after_seqno: int, topics: list[str]) -> pa.Table:
+    """The raw rows of ``topics`` with a seqno above ``after_seqno`` in the pool's loaded
+    snapshot (:data:`FRESH_SCHEMA`)."""
+    found = _rows_after(
+        pool,
+        after_seqno,
+        {
             "seqno": pc.field("seqno"),
             "kafka": pc.field("kafka"),
             "key": pc.field("key"),
             "value": pc.field("value"),
             "__dead": pc.field("deadletter", "stage").is_valid(),
         },
-        filter=condition,
+        pc.field("marker", "etl").is_null() & pc.field("kafka", "topic").isin(topics),
     )
-    found = scanner.to_table()
+    if found is None:
+        return FRESH_SCHEMA.empty_table()
     pools = pa.array([pool_name] * found.num_rows, pa.string())
     return pa.table(
         {
@@ -209,32 +219,22 @@ def markers_above(
     marker_floor: int,
 ) -> pa.Table:
     """``topic, partition, offset, seqno`` (:data:`engine.etl.markers.DONE_SCHEMA`) of
-    the ETL's markers above the cursors, read with delta-rs from the staging files at or
-    after the marker floor — what :func:`engine.etl.markers.done_above` gives in Spark."""
-    import pyarrow.dataset as ds  # deferred: pyarrow.dataset is slow to import
-
-    empty = mk.DONE_SCHEMA.empty_table()
-    if staging.last_seqno() < marker_floor:
-        return empty
-    files = staging.files(f"seqno >= {marker_floor}")
-    if not files:
-        return empty
-    condition = (
-        (pc.field("seqno") >= marker_floor)
-        & (pc.field("marker", "etl") == etl)
-        & pc.field("marker", "topic").isin(topics)
-    )
-    scanner = ds.dataset(files, schema=arrow_schema(staging.table), format="parquet").scanner(
-        columns={
+    the ETL's markers above the cursors, from the staging files at or after the marker
+    floor — what :func:`engine.etl.markers.done_above` gives in Spark."""
+    found = _rows_after(
+        staging,
+        marker_floor - 1,
+        {
             "topic": pc.field("marker", "topic"),
             "partition": pc.field("marker", "partition"),
             "offset": pc.field("marker", "offset"),
             "seqno": pc.field("seqno"),
         },
-        filter=condition,
+        (pc.field("marker", "etl") == etl) & pc.field("marker", "topic").isin(topics),
     )
-    found = above_cursors(scanner.to_table(), cursors)
-    return found.select(mk.DONE_SCHEMA.names).cast(mk.DONE_SCHEMA)
+    if found is None:
+        return mk.DONE_SCHEMA.empty_table()
+    return above_cursors(found, cursors).select(mk.DONE_SCHEMA.names).cast(mk.DONE_SCHEMA)
 
 
 def log_read(

@@ -58,7 +58,7 @@ def run(
             help="At most one ETL pass per interval (a pass runs as soon as a raw "
             "pool gets a new commit, and no sooner than this after the last pass).",
         ),
-    ] = 0.25,  # engine.api.ETL_INTERVAL, which a test holds equal (engine.api loads late)
+    ] = 0.25,  # engine.api.ETL_INTERVAL (loaded late): tests/unit/test_cli_defaults.py
     fmt: Annotated[
         OutputFormat | None,
         typer.Option(
