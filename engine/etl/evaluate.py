@@ -95,7 +95,7 @@ class _Evaluated:
     local: bool
     result: DataFrame | None = None
     #: Frees what the persisted result was computed from (the cached assigned
-    #: candidates and their view). It runs only after the result is unpersisted: Spark
+    #: candidates, the shared CTEs, and their views). It runs only after the result is unpersisted: Spark
     #: drops the caches of every plan built on a cache it uncaches, so the outputs would
     #: be computed again when they are written.
     release_inputs: Callable[[], None] = lambda: None
@@ -110,8 +110,9 @@ def _evaluate(
     pools: EtlPools, checked: Checked, fresh: DataFrame, done: pa.Table, warm: WarmRead | None
 ) -> _Evaluated:
     """The pass's one SQL statement (:class:`PassQuery`), run. Cold, the assigned
-    candidates are cached and counted first (every branch of the statement reads them);
-    warm, they are a local frame of a few rows, part of the statement."""
+    candidates are cached and counted first (every branch of the statement reads them),
+    and a large pass caches the CTEs the statement reads several times; warm, they are
+    a local frame of a few rows, part of the statement."""
     # deferred: pyspark
     from pyspark import StorageLevel
 
@@ -135,7 +136,12 @@ def _evaluate(
             count = warm.rows.num_rows
             assigned = query.cte("assigned", assigned_sql)
 
+        shared: list[tuple[str, DataFrame]] = []
+
         def release_assigned() -> None:
+            for name, frame in reversed(shared):
+                spark.catalog.dropTempView(name)
+                frame.unpersist()
             if cached is not None:
                 spark.catalog.dropTempView(assigned)
                 cached.unpersist()
@@ -148,6 +154,13 @@ def _evaluate(
                 plan_rule(query, index, assigned)
             if count:
                 plan_unmatched(query, assigned)
+            if count > DRIVER_OUTPUT_ROWS:
+                # Spark inlines a CTE at each use: a large pass computes the ones it
+                # reads several times once, cached until the plan is released.
+                for name, select in query.split_shared():
+                    frame = spark.sql(select).persist(StorageLevel.MEMORY_AND_DISK)
+                    frame.createOrReplaceTempView(name)
+                    shared.append((name, frame))
             result = spark.sql(query.text())
             if count <= DRIVER_OUTPUT_ROWS:
                 return _Evaluated(result.toArrow(), local=True)

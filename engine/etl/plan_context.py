@@ -76,16 +76,39 @@ class PassQuery:
     rows: list[str] = field(default_factory=list)
     #: The SQL text of each rule's SELECT, as run (for --explain).
     sql: dict[int, str] = field(default_factory=dict)
+    #: The CTEs the statement reads more than once (a denorm's join feeds its left
+    #: fates, its right fates and its outputs). Spark inlines a deterministic CTE at
+    #: every use, computing it again each time; a large pass materializes these
+    #: (:meth:`split_shared`).
+    shared: set[str] = field(default_factory=set)
 
     def name(self, base: str) -> str:
         """A CTE or view name of this pass (no user name can collide with it; plain
         letters, digits and underscores: no quoting needed)."""
         return f"__z{self.token}_{base}"
 
-    def cte(self, base: str, body: str, *, name: str | None = None) -> str:
+    def cte(self, base: str, body: str, *, name: str | None = None, shared: bool = False) -> str:
+        """Add a CTE; ``shared``: the statement reads it more than once."""
         name = name or self.name(base)
         self.ctes.append((name, body))
+        if shared:
+            self.shared.add(name)
         return name
+
+    def split_shared(self) -> list[tuple[str, str]]:
+        """Take the shared CTEs out of the statement: each as ``(name, SELECT)``, in
+        order, the SELECT carrying the CTEs before it that it may read. The caller makes
+        each a view of that name (cached) before it runs :meth:`text`."""
+        taken = []
+        kept: list[tuple[str, str]] = []
+        for name, body in self.ctes:
+            if name not in self.shared:
+                kept.append((name, body))
+                continue
+            withs = ",\n".join(f"{n} AS (\n{b}\n)" for n, b in kept)
+            taken.append((name, f"WITH\n{withs}\n{body}" if withs else body))
+        self.ctes = kept
+        return taken
 
     def rule_view(self, index: int, body: str) -> str:
         """The CTE a rule's SELECT runs over: its struct columns and the order columns

@@ -129,6 +129,7 @@ def plan_denorm(query: PassQuery, index: int, assigned: str) -> None:
         f"r{index}_joined",
         f"SELECT {hint}{lefts}.*, {rights}.* FROM {lefts} LEFT OUTER JOIN {rights} "
         f"ON {rule.join_on}",
+        shared=True,
     )
     query.fates(
         joined,

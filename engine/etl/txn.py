@@ -90,6 +90,7 @@ def plan_txn(query: PassQuery, index: int, assigned: str) -> None:
         f"r{index}_changes",
         f"SELECT pool, {typed_sql(merged)}, __txn FROM {assigned} "
         f"WHERE __rule = {index} AND kafka.topic IN ({topics})",
+        shared=True,
     )
     records = (
         f"array_sort(collect_list(named_struct('seqno', seqno, 'kafka', kafka, "
@@ -102,6 +103,7 @@ def plan_txn(query: PassQuery, index: int, assigned: str) -> None:
             f"max(kafka.timestamp) AS __zts, "
             f"coalesce({rule.complete_when}, false) AS __complete "
             f"FROM {changes} GROUP BY __txn",
+            shared=True,
         )
         members = f"SELECT pool, seqno, kafka, __txn FROM {changes}"
     else:
@@ -111,6 +113,7 @@ def plan_txn(query: PassQuery, index: int, assigned: str) -> None:
             f"r{index}_tx",
             f"SELECT pool, {typed_sql(tx_types)}, __txn FROM {assigned} "
             f"WHERE __rule = {index} AND kafka.topic = {quote(rule.transaction_topic)}",
+            shared=True,
         )
         change_agg = query.cte(
             f"r{index}_change_agg",
@@ -148,6 +151,7 @@ def plan_txn(query: PassQuery, index: int, assigned: str) -> None:
         bundles = query.cte(
             f"r{index}_bundles",
             f"SELECT *, coalesce({complete}, false) AS __complete FROM ({joined})",
+            shared=True,
         )
         members = (
             f"SELECT pool, seqno, kafka, __txn FROM {changes} "

@@ -91,7 +91,16 @@ def _txns_out(spark, lake) -> Counter:
     return Counter(key["txn"] for _, _, key, _ in outputs(spark, lake))
 
 
-def test_interleaved_transactions_complete_whole(spark, lake) -> None:
+@pytest.mark.parametrize("writer", ["driver", "executors"])
+def test_interleaved_transactions_complete_whole(
+    spark, lake, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twice: outputs brought to the driver (a small pass), and written by the
+    executors with the bundles cached once (what a large pass does)."""
+    import engine.etl.evaluate
+
+    if writer == "executors":
+        monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", -1)
     raw, _ = make_pools(lake)
     runner = EtlRunner(parse_config(CONFIG, source="shop.yaml"), lake, spark)
 
