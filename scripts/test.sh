@@ -3,8 +3,9 @@
 # The checks come first and fail the run: ruff (lint), mypy (types), lint-imports (the import
 # contracts), all configured in pyproject.toml, and the layout test (tests/unit/test_boundaries.py:
 # every module of engine, zync_tui and demo). pytest then runs on three workers (pytest-xdist;
-# each test file stays on one worker, in file order: most tests wait on brokers, JVMs and
-# subprocesses, so three overlap well on two cores) and prints the 25 slowest tests.
+# each test file stays on one worker, the longest files first — tests/conftest.py orders them
+# by their `slow(seconds=…)` marks; most tests wait on brokers, JVMs and subprocesses, so
+# three overlap well on two cores) and prints the 25 slowest tests.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k registry -x`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -13,6 +13,25 @@ from pathlib import Path
 import pytest
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, each file's tests together and in their order.
+
+    scripts/test.sh's workers take whole files in this order (the first ones dealt
+    round robin), so the long ones start at once on different workers instead of
+    ending the run on one. A file's weight is the largest ``seconds`` of its ``slow``
+    markers (``pytest.mark.slow(seconds=300)``: about that long on two cores; a bare
+    ``slow`` counts as 60); the other files keep their order after them."""
+
+    def weight(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("slow")
+        return 0 if marker is None else int(marker.kwargs.get("seconds", 60))
+
+    by_file: dict[Path, int] = {}
+    for item in items:
+        by_file[item.path] = max(by_file.get(item.path, 0), weight(item))
+    items.sort(key=lambda item: -by_file[item.path])
+
+
 @pytest.fixture(autouse=True)
 def _zync_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the user's ~/.zync."""

@@ -48,7 +48,7 @@ from tests.integration.test_to_kafka import (
     unique,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=120), pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: How long the broker is paused and the registry stopped: the issue's 20 seconds.

@@ -16,7 +16,7 @@ from engine.etl import EtlRunner, load_config
 from engine.lake.pools import Lake
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow(seconds=150)]
 
 CONFIG = DEMO / "etl.yaml"
 
@@ -54,12 +54,21 @@ def _run(lake: Lake, spark: Any, *, keep_window: bool, log_reads: bool = True) -
     return read_from
 
 
-def test_warm_passes_commit_what_cold_passes_commit(spark, tmp_path: Path) -> None:
-    lakes = {name: Lake(tmp_path / name) for name in ("warm", "log", "spark")}
+@pytest.fixture(scope="module")
+def reference(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The four batches passed cold, each pass reading through delta-spark: where the
+    passes read and what staging holds after them (made once for the module's tests)."""
+    lake = Lake(tmp_path_factory.mktemp("reference"))
+    read_from = _run(lake, spark, keep_window=False, log_reads=False)
+    return {"read_from": read_from, "staging": _staging(lake)}
+
+
+def test_warm_passes_commit_what_cold_passes_commit(spark, tmp_path: Path, reference) -> None:
+    lakes = {name: Lake(tmp_path / name) for name in ("warm", "log")}
     assert _run(lakes["warm"], spark, keep_window=True) == ["log", "window", "window", "window"]
     assert _run(lakes["log"], spark, keep_window=False) == ["log"] * 4
-    assert _run(lakes["spark"], spark, keep_window=False, log_reads=False) == ["spark"] * 4
-    reference_rows, reference_txns = _staging(lakes["spark"])
+    assert reference["read_from"] == ["spark"] * 4
+    reference_rows, reference_txns = reference["staging"]
     assert len(reference_rows) > 8
     for name in ("warm", "log"):
         rows, txns = _staging(lakes[name])
@@ -80,11 +89,10 @@ def test_a_large_cold_input_is_read_by_spark(
     ]
 
 
-def test_a_restart_reads_cold_then_warm(spark, tmp_path: Path) -> None:
+def test_a_restart_reads_cold_then_warm(spark, tmp_path: Path, reference) -> None:
     """A new runner (a restarted process) has no window: its first pass reads cold and
     commits what the old runner would have; the next one is warm again."""
-    lake, reference = Lake(tmp_path / "restarted"), Lake(tmp_path / "reference")
-    _run(reference, spark, keep_window=False, log_reads=False)
+    lake = Lake(tmp_path / "restarted")
     raw, _ = make_pools(lake)
     first = EtlRunner(load_config(CONFIG), lake, spark)
     for n in (1, 2):
@@ -95,14 +103,13 @@ def test_a_restart_reads_cold_then_warm(spark, tmp_path: Path) -> None:
     assert second.run_pass().read_from == "log"
     append_events(raw, demo_batch(4))
     assert second.run_pass().warm
-    assert _staging(lake) == _staging(reference)
+    assert _staging(lake) == reference["staging"]
 
 
-def test_another_writer_in_between_drops_the_window(spark, tmp_path: Path) -> None:
+def test_another_writer_in_between_drops_the_window(spark, tmp_path: Path, reference) -> None:
     """Another process committed to staging between two passes: the window no longer
     holds, the pass reads cold and nothing is output twice."""
-    lake, reference = Lake(tmp_path / "shared"), Lake(tmp_path / "reference")
-    _run(reference, spark, keep_window=False, log_reads=False)
+    lake = Lake(tmp_path / "shared")
     raw, _ = make_pools(lake)
     ours = EtlRunner(load_config(CONFIG), lake, spark)
     theirs = EtlRunner(load_config(CONFIG), lake, spark)
@@ -116,4 +123,4 @@ def test_another_writer_in_between_drops_the_window(spark, tmp_path: Path) -> No
     assert result.read_from == "log"
     append_events(raw, demo_batch(4))
     assert ours.run_pass().warm
-    assert _staging(lake) == _staging(reference)
+    assert _staging(lake) == reference["staging"]

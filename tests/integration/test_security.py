@@ -381,7 +381,7 @@ def _assert_no_secret(s: Scenario) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.slow
+@pytest.mark.slow(seconds=150)
 @pytest.mark.parametrize(
     ("name", "via_env", "full_run"),
     [("scram", True, True), ("plain", False, False), ("mtls", False, False)],

@@ -48,7 +48,7 @@ from tests.integration.test_to_kafka import (
     unique,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: records per transaction: catch-ups make transactions of more than 1,000 messages per
@@ -152,10 +152,18 @@ def _delivered_lines(log: Path) -> int:
     return log.read_text(errors="replace").count(": delivered pool offsets")
 
 
-@pytest.mark.parametrize("envelope", list(CASES))
+@pytest.mark.parametrize("envelope", ["jdbc", "differential"])
 def test_kill_9_at_random_moments_loses_and_repeats_nothing(
     lake, broker, registry, tmp_path, envelope
 ) -> None:
+    kill_9_at_random_moments(lake, broker, registry, tmp_path, envelope)
+
+
+def kill_9_at_random_moments(
+    lake: Any, broker: Any, registry: Any, tmp_path: Path, envelope: str
+) -> None:
+    """One envelope's crash run and its checks (debezium and materialize run from
+    test_to_kafka_crash_cdc.py, so two test workers share the four)."""
     case = CASES[envelope]
     plan, record = case.plan, case.record
     kafka, reg = profiles(broker, registry)

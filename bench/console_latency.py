@@ -1,0 +1,178 @@
+"""Benchmark: how fast the console answers a key while the engine works.
+
+    .venv/bin/python bench/console_latency.py [--presses 300] [--backlog 40000]
+                                              [--gap 0.15] [--size 80x24]
+
+1. Starts a private Apache Kafka broker and Schema Registry on 127.0.0.1 (tests.stack),
+   and the console exactly as `zync demo` builds it (``make_app(demo=True)``) on a lake in
+   a temporary directory, driven by Textual's Pilot at the terminal size given (80x24:
+   an operator's SSH window). The engine runs inside the console's process, as it does
+   for a user: from-kafka, the ETL loop and to-kafka start by themselves.
+2. Waits until the ETL loop runs, publishes the first demo batch (which registers the
+   demo's Avro schemas), then keeps the engine busy: a thread publishes a backlog of
+   ``--backlog`` invoice + status pairs (copies of the demo's records with new ids) in
+   chunks, so from-kafka ingests and the ETL loop runs passes over new records the whole
+   time.
+3. Presses the panel keys 1 … 6 in turn, ``--presses`` times, ``--gap`` seconds apart.
+   Each press is timed from the key until the console has processed it and every widget
+   of the screen has handled what followed (Pilot's ``press``: the key event, the panel
+   switch, its layout and refresh), and the new panel is the active one.
+
+Prints the p50 / p95 / max of key → screen updated, and how many records from-kafka
+ingested and the ETL loop consumed while the keys were pressed. The bar (issue "Latency"): p95 ≤
+100 ms. The headless driver does not write to a terminal; the time a terminal takes to
+draw is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from textual.widgets import TabbedContent  # noqa: E402 - after the sys.path line
+
+from demo.scenario import DemoRecord, read_batch  # noqa: E402
+from tests.stack import start_broker, start_registry  # noqa: E402
+from zync_tui.console.app import make_app  # noqa: E402
+from zync_tui.console.keys import PANELS  # noqa: E402
+
+CHUNK = 2_000
+
+
+def backlog(pairs: int) -> list[list[DemoRecord]]:
+    """Invoice + status pairs shaped like the demo's first batch, with new ids, in
+    chunks of :data:`CHUNK` records."""
+    batch = read_batch(ROOT / "demo" / "invoices" / "batch1.jsonl")
+    invoice = next(r for r in batch if r.topic == "Invoices" and r.value.get("after"))
+    status = next(r for r in batch if r.topic == "InvoiceStatus" and r.value.get("after"))
+    records: list[DemoRecord] = []
+    for n in range(pairs):
+        invoice_id, status_id = 1_000_000 + n, 5_000_000 + n
+        inv = copy.deepcopy(invoice.value)
+        inv["after"]["ID"] = invoice_id
+        st = copy.deepcopy(status.value)
+        st["after"]["ID"] = status_id
+        st["after"]["InvoiceID"] = invoice_id
+        records.append(DemoRecord("Invoices", {"ID": invoice_id}, inv))
+        records.append(DemoRecord("InvoiceStatus", {"ID": status_id}, st))
+    return [records[i : i + CHUNK] for i in range(0, len(records), CHUNK)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def until(pilot: Any, predicate: Any, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {limit:g} s waiting for {what}")
+        await pilot.pause(0.2)
+
+
+def loop_records(app: Any, name: str) -> int:
+    """Records the loop has handled since it started (from-kafka: ingested; etl:
+    consumed by its passes)."""
+    for loop in app.backend.loops():
+        if loop.name == name:
+            return int(loop.records or 0)
+    return 0
+
+
+async def measure(args: argparse.Namespace, work: Path) -> None:
+    width, height = (int(x) for x in args.size.split("x"))
+    broker = start_broker(work / "broker")
+    registry = start_registry(work / "registry")
+    app = make_app(
+        demo=True,
+        lake=work / "lake",
+        kafka={"bootstrap_servers": broker.address},
+        registry={"url": registry.url},
+        start_stack=False,
+    )
+    chunks = backlog(args.backlog)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    try:
+        async with app.run_test(size=(width, height)) as pilot:
+            started = time.monotonic()
+            await until(pilot, lambda: app.ready, 180, "the engine to start")
+            driver = app.backend.driver
+            await pilot.press("n")
+            await until(pilot, lambda: driver.published == 1, 60, "demo batch 1")
+            await until(pilot, lambda: loop_records(app, "etl") > 0, 180, "a first ETL pass")
+            print(f"console ready, batch 1 through the ETL {time.monotonic() - started:.1f} s "
+                  "after start")
+
+            def publisher() -> None:
+                try:
+                    for chunk in chunks:
+                        if stop.is_set():
+                            return
+                        driver.publish(chunk)
+                except BaseException as exc:  # noqa: BLE001 - reported after the run
+                    errors.append(exc)
+
+            thread = threading.Thread(target=publisher, daemon=True)
+            thread.start()
+            await until(
+                pilot, lambda: loop_records(app, "from-kafka") > 1_000, 120, "the backlog"
+            )
+            tabs = app.screen_stack[0].query_one(TabbedContent)
+            etl_before = loop_records(app, "etl")
+            ingest_before = loop_records(app, "from-kafka")
+            began = time.monotonic()
+            timings: list[float] = []
+            for i in range(args.presses):
+                index = (i + 1) % len(PANELS)
+                t0 = time.perf_counter()
+                await pilot.press(str(index + 1))
+                timings.append(time.perf_counter() - t0)
+                if tabs.active != f"{PANELS[index]}-panel":
+                    raise SystemExit(f"key {index + 1} did not show {PANELS[index]}")
+                await asyncio.sleep(args.gap)
+            seconds = time.monotonic() - began
+            etl = loop_records(app, "etl") - etl_before
+            ingest = loop_records(app, "from-kafka") - ingest_before
+            stop.set()
+            thread.join(120)
+            app.backend.close()
+    finally:
+        stop.set()
+        app.backend.close()
+        registry.stop()
+        broker.stop()
+    if errors:
+        raise SystemExit(f"publishing the backlog failed: {errors[0]}")
+    ms = [t * 1000 for t in timings]
+    print(f"{len(ms)} presses over {seconds:.1f} s at {args.size}; meanwhile from-kafka "
+          f"ingested {ingest:,} records and the ETL consumed {etl:,}")
+    print(f"key -> screen updated: p50 {statistics.median(ms):.1f} ms, "
+          f"p95 {percentile(ms, 0.95):.1f} ms, max {max(ms):.1f} ms (bar: p95 <= 100 ms)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--presses", type=int, default=300)
+    parser.add_argument("--backlog", type=int, default=40_000, help="invoice + status pairs")
+    parser.add_argument("--gap", type=float, default=0.15, help="seconds between presses")
+    parser.add_argument("--size", default="80x24", help="terminal columns x rows")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="zync-console-bench-") as work:
+        asyncio.run(measure(args, Path(work)))
+
+
+if __name__ == "__main__":
+    main()
