@@ -26,7 +26,11 @@ SIZE = (80, 24)
 
 
 def table(app, panel: str) -> LiveTable:
-    return app.query_one(f"#{panel}-panel").query_one(LiveTable)
+    """``panel``'s table with the rows it shows when it comes into view (a table out of
+    view builds its rows then: LiveTable.flush)."""
+    found = app.query_one(f"#{panel}-panel").query_one(LiveTable)
+    found.flush()
+    return found
 
 
 def cells(app, panel: str) -> list[list[str]]:

@@ -74,6 +74,7 @@ def _set(value: dict[str, Any]) -> dict[str, Any]:
 
 def rows(app: Any, panel: str) -> list[list[str]]:
     table = app.screen_stack[0].query_one(f"#{panel}-panel").query_one(LiveTable)
+    table.flush()  # the rows it shows when it comes into view
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 

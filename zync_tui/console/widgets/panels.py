@@ -14,15 +14,20 @@ class Panels(TabbedContent):
     """Topics, Loops, ETL, Pending, Expired and Log (the app composes the panes)."""
 
     def show(self, panel: str) -> None:
-        """Bring ``panel`` to the front, its table focused."""
+        """Bring ``panel`` to the front, its table built and focused."""
         self.active = panel
         self.focus_table(panel)
 
     def focus_table(self, panel: str) -> None:
+        """Build the rows ``panel``'s table was given out of view, and focus it."""
         try:
-            table = self.query_one(f"#{panel}-panel").query_one(LiveTable)
+            widget = self.query_one(f"#{panel}-panel")
+            table = widget.query_one(LiveTable)
         except Exception:  # noqa: BLE001 - not mounted yet
             return
+        if isinstance(widget, RecordsPanel):
+            widget.flush()
+        table.flush()
         table.focus()
 
     @on(TabbedContent.TabActivated)
@@ -38,5 +43,10 @@ class Panels(TabbedContent):
         return None
 
     def sort(self, reverse: bool = False) -> str:
-        """Sort the table in view by its next column (``reverse``: flip the order); says how."""
-        return self.query_one(f"#{self.active}-panel").query_one(LiveTable).cycle_sort(reverse)
+        """Sort the table in view by its next column (``reverse``: flip the order); says how.
+        Pending and Expired then give the table every match to sort, not the first ones."""
+        widget = self.query_one(f"#{self.active}-panel")
+        said = widget.query_one(LiveTable).cycle_sort(reverse)
+        if isinstance(widget, RecordsPanel):
+            widget.refill()
+        return said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -13,6 +14,9 @@ from engine.api import RecordRow
 from zync_tui.console import format as fmt
 from zync_tui.console.widgets.tables import LiveTable
 
+#: The most records the table shows (the first in its order); the filter searches all.
+SHOWN = 500
+
 COLUMNS = [
     ("topic", "topic"),
     ("p", "p"),
@@ -21,6 +25,17 @@ COLUMNS = [
     ("rule", "rule"),
     ("age", "age"),
 ]
+
+
+def _cells(r: RecordRow) -> tuple[str, ...]:
+    return (
+        fmt.short(r.topic, 16),
+        str(r.partition),
+        fmt.num(r.offset),
+        fmt.short(r.key, 22),
+        fmt.short(r.rule, 14),
+        fmt.seconds(r.age_seconds),
+    )
 
 
 class RecordsPanel(Vertical):
@@ -38,15 +53,30 @@ class RecordsPanel(Vertical):
         self.records: list[RecordRow] = []
         self.filter_text = ""
         self.error: str | None = None
+        self._stale = False
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter (/ to type, Esc to clear): topic, key, rule…", id=f"{self.status}-filter")
-        yield LiveTable(COLUMNS, id=f"{self.status}-table")
+        yield LiveTable(COLUMNS, limit=SHOWN, id=f"{self.status}-table")
         yield Static("", id=f"{self.status}-detail", classes="detail", markup=False)
 
     def show(self, records: list[RecordRow], error: str | None = None) -> None:
+        """New records from a poll: shown now if the panel is in view, else when it
+        comes into view (:meth:`flush`)."""
         self.records = list(records)
         self.error = error
+        if self.query_one(LiveTable).in_view():
+            self._fill()
+        else:
+            self._stale = True
+
+    def flush(self) -> None:
+        """Show the records a poll brought while the panel was out of view."""
+        if self._stale:
+            self._fill()
+
+    def refill(self) -> None:
+        """Give the table its rows again (its sort changed)."""
         self._fill()
 
     def _matches(self, r: RecordRow) -> bool:
@@ -57,23 +87,22 @@ class RecordsPanel(Vertical):
         return all(word in hay for word in needle.split())
 
     def _fill(self) -> None:
-        shown = [r for r in self.records if self._matches(r)]
+        """The table's rows: every match when the table sorts (the first SHOWN of the
+        sorted matches are shown), else the first SHOWN matches only."""
+        self._stale = False
+        table = self.query_one(LiveTable)
+        shown = [r for r in self.records if self._matches(r)] if self.filter_text else self.records
         rows = []
-        for r in shown:
+        for r in shown if table.sort_column is not None else shown[:SHOWN]:
             key = f"{r.etl}:{r.topic}:{r.partition}:{r.offset}"
-            cells = (
-                fmt.short(r.topic, 16),
-                str(r.partition),
-                fmt.num(r.offset),
-                fmt.short(r.key, 22),
-                fmt.short(r.rule, 14),
-                fmt.seconds(r.age_seconds),
-            )
-            rows.append((key, cells, (r.topic, r.partition, r.offset, r.key, r.rule, r.age_seconds)))
-        self.query_one(LiveTable).set_rows(rows)
+            sort = (r.topic, r.partition, r.offset, r.key, r.rule, r.age_seconds)
+            rows.append((key, functools.partial(_cells, r), sort))
+        table.set_rows(rows)
         detail = self.query_one(f"#{self.status}-detail", Static)
         total = len(self.records)
         text = f"{len(shown)} of {total} {self.status} records" if self.filter_text else f"{total} {self.status} records"
+        if len(shown) > SHOWN:
+            text += f" (the first {SHOWN} shown: / filters)"
         if total:
             text += " · Enter shows the record · s sorts · S reverses"
         if self.error:
