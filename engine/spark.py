@@ -45,6 +45,8 @@ from engine.settings.spark import SparkSettings, load_spark_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from engine.settings.storage import StorageSettings
+
 
 # Delta's SQL extension (OPTIMIZE, VACUUM, DESCRIBE HISTORY, time travel) and catalog
 DELTA_CONF = {
@@ -63,6 +65,22 @@ class SparkMasterError(ZyncError):
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _session_settings: SparkSettings | None = None
+_object_storage: StorageSettings | None = None
+
+
+def use_object_storage(storage: StorageSettings) -> None:
+    """Give the session S3 (s3a) access with ``storage``: called when a lake on S3 is
+    opened. Before the session starts, its jars (the ``spark-s3`` artifact set) and
+    configuration go into the builder; afterwards the s3a settings are set on the running
+    session's Hadoop configuration (the jars must then already be loaded)."""
+    global _object_storage
+    with _lock:
+        _object_storage = storage
+        session = _session
+    if session is not None:
+        hadoop = session.sparkContext._jsc.hadoopConfiguration()
+        for key, value in storage.hadoop_conf().items():
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
 
 
 def _log4j_config() -> str:
@@ -148,11 +166,25 @@ def delta_jars() -> list[Path]:
     return [path for path in artifacts.classpath("spark") if not ships(path.parent.parent.name)]
 
 
+def s3_jars() -> list[Path]:
+    """The jars of the ``spark-s3`` set (hadoop-aws and the AWS SDK), fetched on first use
+    (it needs Maven Central once; ``zync setup --with s3`` fetches them ahead)."""
+    if artifacts.resolved("spark-s3") is None:
+        artifacts.fetch("spark-s3")
+    return artifacts.classpath("spark-s3")
+
+
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    jars = delta_jars()
+    s3: dict[str, str] = {}
+    if _object_storage is not None:
+        jars += s3_jars()
+        s3 = _object_storage.hadoop_conf()
     conf = {
         **DELTA_CONF,
-        "spark.jars": ",".join(str(jar) for jar in delta_jars()),
+        **s3,
+        "spark.jars": ",".join(str(jar) for jar in jars),
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -11,7 +11,8 @@ Environment variables read here (an empty value counts as unset):
 
 ==================================================  ==============================
 ``ZYNC_HOME``                                        the zync home (default ``~/.zync``)
-``ZYNC_LAKE``                                        lake root (default ``<home>/lake``)
+``ZYNC_LAKE``                                        the lake: a directory or ``s3://B/P``
+``AWS_*``                                            S3 settings (``storage``)
 ``ZYNC_KAFKA_BOOTSTRAP_SERVERS``                     ``bootstrap_servers``
 ``ZYNC_KAFKA_SECURITY_PROTOCOL``                     ``security_protocol``
 ``ZYNC_KAFKA_SASL_MECHANISMS``                       ``sasl_mechanisms``
@@ -42,5 +43,5 @@ written there (:func:`engine.settings.files.write_private_json`).
 
 One module per concept: ``errors`` (ConfigError), ``home`` (the zync home and the
 environment), ``files`` (JSON files and their permissions), ``secret``, ``sources``
-(merging file < environment < overrides), ``kafka``, ``registry``, ``spark``, ``lake``.
+(merging file < environment < overrides), ``kafka``, ``registry``, ``spark``, ``storage`` (where the lake is, how to reach S3).
 """

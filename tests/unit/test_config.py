@@ -8,12 +8,12 @@ import warnings
 from pathlib import Path
 
 import pytest
+from engine.settings.lake import lake_path
 
 from engine.settings.errors import ConfigError, NotConfiguredError
 from engine.settings.files import InsecureFileWarning, write_private_json
 from engine.settings.home import zync_home
 from engine.settings.kafka import KafkaProfile, SaslMechanism, SecurityProtocol, load_kafka_profile
-from engine.settings.lake import lake_path
 from engine.settings.registry import RegistryProfile, load_registry_profile
 from engine.settings.secret import Secret
 from engine.settings.spark import load_spark_settings
