@@ -72,7 +72,8 @@ def use_object_storage(storage: StorageSettings) -> None:
     """Give the session S3 (s3a) access with ``storage``: called when a lake on S3 is
     opened. Before the session starts, its jars (the ``spark-s3`` artifact set) and
     configuration go into the builder; afterwards the s3a settings are set on the running
-    session's Hadoop configuration (the jars must then already be loaded)."""
+    session's Hadoop configuration (the jars must then already be loaded: open the lake
+    before starting Spark, or set ``$ZYNC_SPARK_S3_JARS=true`` to load them always)."""
     global _object_storage
     with _lock:
         _object_storage = storage
@@ -166,6 +167,9 @@ def delta_jars() -> list[Path]:
     return [path for path in artifacts.classpath("spark") if not ships(path.parent.parent.name)]
 
 
+_YES = frozenset({"1", "true", "yes", "on"})
+
+
 def s3_jars() -> list[Path]:
     """The jars of the ``spark-s3`` set (hadoop-aws and the AWS SDK), fetched on first use
     (it needs Maven Central once; ``zync setup --with s3`` fetches them ahead)."""
@@ -178,8 +182,9 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
     jars = delta_jars()
     s3: dict[str, str] = {}
-    if _object_storage is not None:
+    if _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES:
         jars += s3_jars()
+    if _object_storage is not None:
         s3 = _object_storage.hadoop_conf()
     conf = {
         **DELTA_CONF,

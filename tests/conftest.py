@@ -25,8 +25,13 @@ def _zync_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 @pytest.fixture(scope="session")
 def spark():
     """The process's one SparkSession (local[2]), stopped at the end of the session."""
+    from engine.jvm.artifacts import resolved
     from engine.settings.spark import SparkSettings
     from engine.spark import get_spark, stop_spark
+
+    if resolved("spark-s3") is not None:
+        # whichever test file starts the session, the S3 lake tests find s3a in it
+        os.environ.setdefault("ZYNC_SPARK_S3_JARS", "true")
 
     session = get_spark(SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"}))
     yield session
