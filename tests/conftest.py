@@ -64,3 +64,25 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     running = start_registry(tmp_path_factory.mktemp("registry"))
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """moto's S3 + DynamoDB server on a free port of 127.0.0.1, for one test module."""
+    from tests.s3 import start_moto
+
+    server = start_moto(tmp_path_factory.mktemp("moto"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_url(moto, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh ``s3://`` lake on the moto server, with the AWS settings that reach it in
+    the environment (as a user would export them)."""
+    from engine.lake.commit_guard import forget_probes
+
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
+    forget_probes()
+    return moto.new_lake()

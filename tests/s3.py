@@ -37,7 +37,7 @@ def wait_http(url: str, timeout: float, process: subprocess.Popen[bytes] | None 
     deadline = time.monotonic() + timeout
     while True:
         try:
-            urllib.request.urlopen(url, timeout=2).close()  # noqa: S310 - loopback test server
+            urllib.request.urlopen(url, timeout=2).close()
             return
         except urllib.error.HTTPError:
             return  # it answered
@@ -70,7 +70,7 @@ class MotoServer:
             "AWS_ALLOW_HTTP": "true",
         }
 
-    def client(self, service: str = "s3"):  # noqa: ANN201 - a boto3 client
+    def client(self, service: str = "s3"):
         import boto3
 
         return boto3.client(

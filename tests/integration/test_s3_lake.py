@@ -8,13 +8,11 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from typer.testing import CliRunner
 
 from engine.lake import maintenance
 from engine.lake.commit_guard import LakeAccessError, UnsafeLakeError, forget_probes
@@ -23,25 +21,9 @@ from engine.lake.location import resolve_lake
 from engine.lake.pools import Lake
 from engine.settings.errors import ConfigError
 from tests.integration.test_pools import rows
-from tests.s3 import SECRET_KEY, MotoServer, free_port, start_moto
+from tests.s3 import SECRET_KEY, MotoServer, free_port
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    server = start_moto(tmp_path_factory.mktemp("moto"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def s3_url(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh ``s3://`` lake, with the AWS settings that reach it in the environment."""
-    for key, value in moto.env().items():
-        monkeypatch.setenv(key, value)
-    forget_probes()
-    return moto.new_lake()
 
 
 def offsets(pool_uri: str, moto: MotoServer) -> list[tuple[str, int, int]]:
@@ -204,7 +186,8 @@ def test_cli_one_line_errors_typo_credentials_endpoint(moto: MotoServer, tmp_pat
     http = _one_line_error(_cli(["pool", "ls", "--lake", url], plain_http, tmp_path))
     assert "AWS_ALLOW_HTTP=true" in http
     for text in (typo, missing, gone, down, http):
-        assert SECRET_KEY not in text and "not-the-secret" not in text
+        assert SECRET_KEY not in text
+        assert "not-the-secret" not in text
 
 
 def test_cli_pool_commands_on_s3(moto: MotoServer, tmp_path: Path) -> None:
@@ -280,4 +263,5 @@ def test_pool_on_s3_read_by_delta_spark_and_delta_rs(spark, s3_url: str, moto: M
     assert by_spark == offsets(pool.uri, moto)
     assert len(by_spark) == 45
     via_sql = spark.sql(f"SELECT count(*) AS n FROM delta.`{pool.location.spark_uri}`").first()
-    assert via_sql is not None and via_sql["n"] == 45
+    assert via_sql is not None
+    assert via_sql["n"] == 45
