@@ -66,6 +66,7 @@ _lock = threading.Lock()
 _session: SparkSession | None = None
 _session_settings: SparkSettings | None = None
 _object_storage: StorageSettings | None = None
+_session_has_s3 = False
 
 
 def use_object_storage(storage: StorageSettings) -> None:
@@ -79,6 +80,12 @@ def use_object_storage(storage: StorageSettings) -> None:
         _object_storage = storage
         session = _session
     if session is not None:
+        if not _session_has_s3:
+            logging.getLogger(__name__).warning(
+                "Spark was started before the S3 lake was opened, without the s3a jars: "
+                "reading the lake from Spark will fail (open the lake first, or set "
+                "ZYNC_SPARK_S3_JARS=true)"
+            )
         hadoop = session.sparkContext._jsc.hadoopConfiguration()
         for key, value in storage.hadoop_conf().items():
             hadoop.set(key.removeprefix("spark.hadoop."), value)
@@ -221,7 +228,7 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     :class:`JavaNotFoundError`, :class:`SparkMasterError` or
     :class:`engine.settings.errors.ConfigError`.
     """
-    global _session, _session_settings
+    global _session, _session_settings, _session_has_s3
     with _lock:
         if _session is not None:
             return _session
@@ -246,6 +253,7 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         _quiet_query_context_loggers()
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_settings = session, settings
+        _session_has_s3 = "hadoop-aws" in conf["spark.jars"]
         return session
 
 
