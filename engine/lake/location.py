@@ -186,7 +186,9 @@ def parse_location(
             "letters, digits, '.' and '-')"
         )
     key = "/".join(part for part in key.split("/") if part)
-    return Location(S3, key, bucket, storage if storage is not None else load_storage_settings())
+    settings = storage if storage is not None else load_storage_settings()
+    # credentials and region a profile of ~/.aws gives, where the settings lack them
+    return Location(S3, key, bucket, settings.with_profile_credentials())
 
 
 def resolve_lake(

@@ -172,6 +172,7 @@ def test_cli_one_line_errors_typo_credentials_endpoint(moto: MotoServer, tmp_pat
     typo = _one_line_error(_cli(["pool", "ls", "--lake", url.replace("s3://", "s3:/")], env, tmp_path))
     assert "did you mean s3://" in typo
     no_keys = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    no_keys["AWS_SHARED_CREDENTIALS_FILE"] = no_keys["AWS_CONFIG_FILE"] = str(tmp_path / "none")
     missing = _one_line_error(_cli(["pool", "create", "raw", "--lake", url], no_keys, tmp_path))
     assert "no AWS credentials" in missing
     assert "AWS_ACCESS_KEY_ID" in missing
@@ -235,6 +236,30 @@ def test_a_store_without_conditional_writes_is_refused(
         assert "refusing to write" in _one_line_error(result)
     finally:
         proxy.stop()
+
+
+def test_credentials_from_an_aws_profile(moto: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.s3 import ACCESS_KEY
+
+    url = moto.new_lake()
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        f"[zync-writer]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+    )
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_PROFILE", "zync-writer")
+    forget_probes()
+    lake = Lake(url)
+    assert lake.location.settings.access_key_id == ACCESS_KEY
+    assert "AWS profile zync-writer" in lake.location.settings.origin
+    lake.create_pool("raw")
+    assert lake.pool_names() == ["raw"]
+    assert SECRET_KEY not in repr(lake.location.settings)
 
 
 def test_missing_credentials_raise_lake_access_error(moto: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
