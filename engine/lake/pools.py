@@ -166,7 +166,7 @@ class Lake:
         return [
             name
             for name in self.location.child_names()
-            if _NAME.match(name) and self.location.join(name, "_delta_log").exists()
+            if self.location.join(name, "_delta_log").exists()
         ]
 
     def create_pool(self, name: str, kind: str = RAW, *, exist_ok: bool = False) -> Pool:
