@@ -181,6 +181,8 @@ class StorageSettings:
             kwargs["secret_key"] = self.secret_access_key.reveal()
             if self.session_token:
                 kwargs["session_token"] = self.session_token.reveal()
+        else:
+            kwargs["anonymous"] = True  # never pyarrow's own chain (instance metadata)
         if self.endpoint_url:
             scheme, _, rest = self.endpoint_url.partition("://")
             kwargs["scheme"] = scheme
