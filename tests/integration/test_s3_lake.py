@@ -290,3 +290,30 @@ def test_pool_on_s3_read_by_delta_spark_and_delta_rs(spark, s3_url: str, moto: M
     via_sql = spark.sql(f"SELECT count(*) AS n FROM delta.`{pool.location.spark_uri}`").first()
     assert via_sql is not None
     assert via_sql["n"] == 45
+
+
+def test_executor_files_of_a_lost_or_crashed_commit_on_s3(spark, s3_url: str, moto: MotoServer) -> None:
+    """Spark executors write a pass's outputs straight into the staging pool on S3
+    (s3a); a commit that loses the race deletes them at once, and those of a writer that
+    died before committing are invisible, then removed by vacuum."""
+    from engine.lake import delta
+    from tests.integration.test_pools import _spark_rows
+
+    lake = Lake(s3_url)
+    pool = lake.create_pool("staging", "staging")
+    planned = pool.version
+    lost = pool.write_spark(_spark_rows(spark, "out", range(0, 10), 0), label="etl")
+    assert lost
+    assert all(any(k.endswith(f.path) for k in moto.keys(pool.uri)) for f in lost)
+    lake.open_pool("staging").commit_rows(rows("t", 0, range(0, 3)), expect_version=planned)
+    with pytest.raises(delta.CommitConflict):
+        pool.commit_rows(rows("t", 0, range(0, 0)), expect_version=planned, files=lost)
+    assert not any(any(k.endswith(f.path) for k in moto.keys(pool.uri)) for f in lost)
+
+    pool.refresh()
+    crashed = pool.write_spark(_spark_rows(spark, "out", range(0, 10), 3), label="etl")
+    pool.refresh()
+    assert pool.records(spark).count() == 3  # the crashed writer's rows are in no snapshot
+    result = maintenance.vacuum(pool, retention_hours=0, enforce_retention=False)
+    assert any(crashed[0].path in f for f in result.files)
+    assert not any(any(k.endswith(f.path) for k in moto.keys(pool.uri)) for f in crashed)
