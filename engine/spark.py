@@ -290,6 +290,11 @@ def spark_master() -> str | None:
     return None if _session_settings is None else _session_settings.master
 
 
+def s3_ready() -> bool:
+    """True when the running session was started with Spark's s3a jars."""
+    return _session is not None and _session_has_s3
+
+
 def spark_running() -> bool:
     """True when this process has started its SparkSession."""
     return _session is not None

@@ -15,7 +15,7 @@ from tests.integration.test_demo import rows, status, until
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools
 from zync_tui.console.app import make_app
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.anyio]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.anyio, pytest.mark.s3]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from deltalake import DeltaTable
 from engine.kafka import clients
 from engine.settings.kafka import KafkaProfile
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.s3]
 
 ROOT = Path(__file__).resolve().parents[2]
 TOTAL = 12_000

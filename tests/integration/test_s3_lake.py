@@ -23,7 +23,7 @@ from engine.settings.errors import ConfigError
 from tests.integration.test_pools import rows
 from tests.s3 import SECRET_KEY, MotoServer, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.s3]
 
 
 def offsets(pool_uri: str, moto: MotoServer) -> list[tuple[str, int, int]]:
