@@ -107,15 +107,21 @@ class MotoServer:
                 self.process.wait(timeout=10)
 
 
-def start_moto(tmp_dir: Path, timeout: float = 60.0) -> MotoServer:
-    """moto's server (S3, DynamoDB) on a free port of 127.0.0.1, answering."""
+def start_moto(tmp_dir: Path, timeout: float = 60.0, *, check_keys: bool = False) -> MotoServer:
+    """moto's server (S3, DynamoDB) on a free port of 127.0.0.1, answering. With
+    ``check_keys`` it refuses requests signed with keys it does not know (moto's IAM
+    authentication, from the first request on)."""
     port = free_port()
     log = tmp_dir / "moto.log"
+    env = dict(os.environ)
+    if check_keys:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=env,
         )
     server = MotoServer(process, port, log)
     atexit.register(server.stop)  # a safety net if the fixture's teardown never runs

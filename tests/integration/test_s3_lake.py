@@ -191,6 +191,21 @@ def test_cli_one_line_errors_typo_credentials_endpoint(moto: MotoServer, tmp_pat
         assert "not-the-secret" not in text
 
 
+def test_cli_refused_credentials_are_a_one_line_error(tmp_path: Path) -> None:
+    """A store that checks keys (moto with IAM authentication on) refuses unknown ones."""
+    from tests.s3 import start_moto
+
+    strict = start_moto(tmp_path, check_keys=True)
+    try:
+        env = {**strict.env(), "AWS_ACCESS_KEY_ID": "AKIAUNKNOWN000000000"}
+        refused = _one_line_error(_cli(["pool", "ls", "--lake", "s3://some-bucket/lake"], env, tmp_path))
+    finally:
+        strict.stop()
+    assert "refused the credentials" in refused
+    assert "AWS_ACCESS_KEY_ID" in refused
+    assert SECRET_KEY not in refused
+
+
 def test_cli_pool_commands_on_s3(moto: MotoServer, tmp_path: Path) -> None:
     url = moto.new_lake()
     env = {**moto.env(), "ZYNC_LAKE": url}
