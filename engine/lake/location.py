@@ -159,7 +159,7 @@ def parse_location(
     raw = text.strip()
     match = _URLISH.match(raw)
     if match is None or (len(match.group("scheme")) == 1 and raw[1:2] == ":"):
-        if raw.startswith(("s3:", "S3:")) or re.match(r"^s3[a-z]?/", raw):
+        if raw.lower().startswith(("s3:", "s3a:")):
             raise ConfigError(f"{origin} {raw!r}: did you mean s3://BUCKET/PREFIX?")
         return Location(LOCAL, str(Path(raw).expanduser().absolute()))
     scheme = match.group("scheme").lower()
