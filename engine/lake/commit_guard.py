@@ -149,11 +149,14 @@ class CommitGuard:
         override = env_value(environ(env), UNSAFE_OVERRIDE)
         if override is not None and override.strip().lower() in ("1", "true", "yes", "on"):
             return
+        dynamo = ""
+        if (env_value(environ(env), "AWS_S3_LOCKING_PROVIDER") or "").lower() == "dynamodb":
+            dynamo = " (AWS_S3_LOCKING_PROVIDER=dynamodb is not honoured: delta-rs 1.6 dropped it)"
         raise UnsafeLakeError(
             f"refusing to write to the lake {self.location.uri}: {probe.reason}, so two "
             "writers could both commit the same Delta version; use a store with S3 "
             f"conditional writes, or set {UNSAFE_OVERRIDE}=true if one process alone "
-            "ever writes this lake"
+            f"ever writes this lake{dynamo}"
         )
 
     def _probe(self) -> Probe:

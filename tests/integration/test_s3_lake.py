@@ -131,7 +131,7 @@ def test_lake_from_env_and_storage_json(moto: MotoServer, tmp_path: Path, monkey
     assert SECRET_KEY not in text
 
 
-def test_typos_in_a_lake_url_are_one_line_errors() -> None:
+def test_typos_in_a_lake_url_are_one_line_errors(tmp_path: Path) -> None:
     for text, words in [
         ("s3:/bucket/lake", "did you mean s3://bucket/lake"),
         ("s4://bucket/lake", "unknown scheme s4://"),
@@ -141,7 +141,7 @@ def test_typos_in_a_lake_url_are_one_line_errors() -> None:
         ("gs://bucket/lake", "not supported yet"),
     ]:
         with pytest.raises(ConfigError, match=words) as caught:
-            resolve_lake(text, env={})
+            resolve_lake(text, env={"ZYNC_HOME": str(tmp_path)})
         assert "\n" not in str(caught.value)
 
 
@@ -247,6 +247,10 @@ def test_a_store_without_conditional_writes_is_refused(
         with pytest.raises(UnsafeLakeError, match="AWS_S3_ALLOW_UNSAFE_RENAME=true") as caught:
             pool.append_records(rows("t", 0, range(0, 3)), {("t", 0): 2})
         assert "\n" not in str(caught.value)
+        monkeypatch.setenv("AWS_S3_LOCKING_PROVIDER", "dynamodb")
+        with pytest.raises(UnsafeLakeError, match="AWS_S3_LOCKING_PROVIDER=dynamodb is not honoured"):
+            pool.append_records(rows("t", 0, range(0, 3)), {("t", 0): 2})
+        monkeypatch.delenv("AWS_S3_LOCKING_PROVIDER")
         result = _cli(["pool", "create", "other", "--lake", url], {**moto.env(), "AWS_ENDPOINT_URL": proxy.endpoint}, tmp_path)
         assert "refusing to write" in _one_line_error(result)
     finally:
