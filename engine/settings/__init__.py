@@ -3,7 +3,8 @@
 Where settings come from, weakest first (a later source wins key by key):
 
 1. files in the zync home (``$ZYNC_HOME``, else ``~/.zync``) with zync's keys:
-   ``kafka.json``, ``schema_registry.json`` and ``spark.json``;
+   ``kafka.json``, ``schema_registry.json``, ``spark.json`` and ``storage.json`` (the lake
+   and the AWS keys, read as the AWS CLI names them, see :mod:`engine.settings.storage`);
 2. environment variables;
 3. explicit overrides (command-line flags), passed as a mapping to the loaders.
 
