@@ -21,7 +21,6 @@ Nothing happens at import time.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from engine.api import (
     prepare_records,
     producer,
     register_schemas,
+    resolve_lake,
     sniff_format,
     topic_partitions,
     watermarks,
@@ -144,7 +144,7 @@ class Demo:
         self.kafka = kafka
         self.registry = registry
         self.home = home
-        self._lake_root = Path(lake_root) if lake_root is not None else None
+        self._lake_root = lake_root  # a directory or s3://BUCKET/PREFIX
         self._lake: Lake | None = None
         self._schemas: dict[str, tuple[Any, Any]] = {}  # topic: (key, value) Avro schemas (JSON data)
         self._registry_client: RegistrySchemas | None = None
@@ -171,8 +171,10 @@ class Demo:
     @property
     def lake(self) -> Lake:
         if self._lake is None:
-            root = self._lake_root or (self.home or zync_home()) / "demo" / "lake"
-            self._lake = Lake(root)
+            if self._lake_root is not None:
+                self._lake = Lake(resolve_lake(self._lake_root))
+            else:
+                self._lake = Lake((self.home or zync_home()) / "demo" / "lake")
         return self._lake
 
     # -- set-up ---------------------------------------------------------------------------
@@ -194,18 +196,19 @@ class Demo:
         for endpoint in config.inputs:
             ensure_topic(self.kafka, endpoint.topic)
             held += self._records_in(endpoint.topic)
-        if held == 0 and self._lake_root is None and self.lake.root.exists():
-            shutil.rmtree(self.lake.root)
-            notes.append(f"cleared the demo lake {self.lake.root}: the broker holds no demo records")
+        where = self.lake.location
+        if held == 0 and self._lake_root is None and where.exists():
+            where.remove_tree()
+            notes.append(f"cleared the demo lake {where}: the broker holds no demo records")
         self.published = self._batches_held(held)
         if self.published:
             notes.append(f"the broker already holds batches 1..{self.published}: resuming after them")
-        self.lake.root.mkdir(parents=True, exist_ok=True)
+        where.make_dirs()
         pools = {endpoint.pool: RAW for endpoint in config.inputs}
         pools.update({endpoint.pool: STAGING for endpoint in config.outputs})
         for name, kind in pools.items():
             self.lake.create_pool(name, kind, exist_ok=True)
-        notes.append(f"pools {', '.join(pools)} ready in {self.lake.root}")
+        notes.append(f"pools {', '.join(pools)} ready in {where}")
         self._register_schemas()
         return notes
 
@@ -409,7 +412,7 @@ def run_demo(
     pipeline.start()
     say("loops started: from-kafka, ETL, to-kafka")
     try:
-        raw = Lake(demo.lake.root).open_pool(RAW_POOL)
+        raw = Lake(demo.lake.location).open_pool(RAW_POOL)
         sent = sum(len(b) for b in demo.batches()[: demo.published])
         while demo.batches_left():
             say(demo.publish_next())

@@ -63,7 +63,9 @@ from engine.kafka.produce_input import read_sources as read_input_sources
 from engine.kafka.registry_client import RegistrySchemas
 from engine.kafka.typemap.infer import infer_avro_schema
 from engine.kafka.typemap.to_spark import json_value_to_spark
+from engine.lake.commit_guard import LakeAccessError, UnsafeLakeError
 from engine.lake.envelope import record_rows
+from engine.lake.location import Location, resolve_lake
 from engine.lake.maintenance import (
     CompactResult,
     VacuumResult,
@@ -111,9 +113,9 @@ from engine.services.service import (
 from engine.settings.errors import ConfigError, NotConfiguredError
 from engine.settings.home import zync_home
 from engine.settings.kafka import KafkaProfile, load_kafka_profile
-from engine.settings.lake import lake_path
 from engine.settings.registry import RegistryProfile, load_registry_profile
 from engine.settings.spark import SparkSettings, load_spark_settings
+from engine.settings.storage import StorageSettings, load_storage_settings
 from engine.spark import get_spark
 
 __all__ = [
@@ -125,6 +127,8 @@ __all__ = [
     "check_reachable",
     "NotConfiguredError",
     "PoolError",
+    "LakeAccessError",
+    "UnsafeLakeError",
     "ServiceError",
     "ZyncError",
     "__version__",
@@ -136,7 +140,10 @@ __all__ = [
     "KafkaProfile",
     "RegistryProfile",
     "SparkSettings",
-    "lake_path",
+    "resolve_lake",
+    "Location",
+    "StorageSettings",
+    "load_storage_settings",
     "load_kafka_profile",
     "load_registry_profile",
     "load_spark_settings",

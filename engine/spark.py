@@ -45,6 +45,8 @@ from engine.settings.spark import SparkSettings, load_spark_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from engine.settings.storage import StorageSettings
+
 
 # Delta's SQL extension (OPTIMIZE, VACUUM, DESCRIBE HISTORY, time travel) and catalog
 DELTA_CONF = {
@@ -63,6 +65,30 @@ class SparkMasterError(ZyncError):
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _session_settings: SparkSettings | None = None
+_object_storage: StorageSettings | None = None
+_session_has_s3 = False
+
+
+def use_object_storage(storage: StorageSettings) -> None:
+    """Give the session S3 (s3a) access with ``storage``: called when a lake on S3 is
+    opened. Before the session starts, its jars (the ``spark-s3`` artifact set) and
+    configuration go into the builder; afterwards the s3a settings are set on the running
+    session's Hadoop configuration (the jars must then already be loaded: open the lake
+    before starting Spark, or set ``$ZYNC_SPARK_S3_JARS=true`` to load them always)."""
+    global _object_storage
+    with _lock:
+        _object_storage = storage
+        session = _session
+    if session is not None:
+        if not _session_has_s3:
+            logging.getLogger(__name__).warning(
+                "Spark was started before the S3 lake was opened, without the s3a jars: "
+                "reading the lake from Spark will fail (open the lake first, or set "
+                "ZYNC_SPARK_S3_JARS=true)"
+            )
+        hadoop = session.sparkContext._jsc.hadoopConfiguration()
+        for key, value in storage.hadoop_conf().items():
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
 
 
 def _log4j_config() -> str:
@@ -148,11 +174,29 @@ def delta_jars() -> list[Path]:
     return [path for path in artifacts.classpath("spark") if not ships(path.parent.parent.name)]
 
 
+_YES = frozenset({"1", "true", "yes", "on"})
+
+
+def s3_jars() -> list[Path]:
+    """The jars of the ``spark-s3`` set (hadoop-aws and the AWS SDK), fetched on first use
+    (it needs Maven Central once; ``zync setup --with s3`` fetches them ahead)."""
+    if artifacts.resolved("spark-s3") is None:
+        artifacts.fetch("spark-s3")
+    return artifacts.classpath("spark-s3")
+
+
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    jars = delta_jars()
+    s3: dict[str, str] = {}
+    if _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES:
+        jars += s3_jars()
+    if _object_storage is not None:
+        s3 = _object_storage.hadoop_conf()
     conf = {
         **DELTA_CONF,
-        "spark.jars": ",".join(str(jar) for jar in delta_jars()),
+        **s3,
+        "spark.jars": ",".join(str(jar) for jar in jars),
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -184,7 +228,7 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     :class:`JavaNotFoundError`, :class:`SparkMasterError` or
     :class:`engine.settings.errors.ConfigError`.
     """
-    global _session, _session_settings
+    global _session, _session_settings, _session_has_s3
     with _lock:
         if _session is not None:
             return _session
@@ -209,6 +253,7 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         _quiet_query_context_loggers()
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_settings = session, settings
+        _session_has_s3 = "hadoop-aws" in conf["spark.jars"]
         return session
 
 
@@ -243,6 +288,11 @@ def _with_stderr_to(path: Path, start: Callable[[], T]) -> T:
 def spark_master() -> str | None:
     """The master of the running session (None before :func:`get_spark`)."""
     return None if _session_settings is None else _session_settings.master
+
+
+def s3_ready() -> bool:
+    """True when the running session was started with Spark's s3a jars."""
+    return _session is not None and _session_has_s3
 
 
 def spark_running() -> bool:

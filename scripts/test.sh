@@ -12,6 +12,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/venv.sh"
 cd "$root"
 bin="$root/.venv/bin"
+# the S3 lake tests run Spark over s3a: hadoop-aws and the AWS SDK (~600 MB, fetched once)
+"$bin/zync" setup --quiet --with s3
 
 echo "== ruff" >&2
 "$bin/ruff" check --quiet .

@@ -42,14 +42,49 @@ def _zync_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """The process's one SparkSession (local[2]), stopped at the end of the session."""
-    from engine.settings.spark import SparkSettings
-    from engine.spark import get_spark, stop_spark
+def _spark_stopper() -> Iterator[None]:
+    from engine.spark import stop_spark
 
-    session = get_spark(SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"}))
-    yield session
+    yield
     stop_spark()
+
+
+@pytest.fixture(scope="module")
+def spark(request: pytest.FixtureRequest, _spark_stopper: None):
+    """The process's one SparkSession (local[2]), stopped at the end of the session.
+
+    Test files marked ``s3`` get a session with Spark's s3a jars: one started without them (by
+    an earlier test file on this worker) is stopped, with its JVM, and started again with
+    them."""
+    from engine import spark as engine_spark
+    from engine.settings.spark import SparkSettings
+
+    settings = SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
+    if request.node.get_closest_marker("s3") is None:
+        return engine_spark.get_spark(settings)
+    if engine_spark.spark_running() and not engine_spark.s3_ready():
+        # jars on the driver's class path need a new JVM, not only a new session
+        from pyspark import SparkContext
+
+        engine_spark.stop_spark()
+        gateway = SparkContext._gateway
+        if gateway is not None:
+            jvm = getattr(gateway, "proc", None)  # the JVM pyspark started for this process
+            gateway.shutdown()
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+            if jvm is not None:
+                jvm.stdin.close()  # its gateway server exits at the end of its stdin
+                jvm.wait(timeout=60)
+    before = os.environ.get("ZYNC_SPARK_S3_JARS")
+    os.environ["ZYNC_SPARK_S3_JARS"] = "true"  # the s3a jars, whatever lake comes next
+    try:
+        return engine_spark.get_spark(settings)
+    finally:
+        if before is None:
+            del os.environ["ZYNC_SPARK_S3_JARS"]
+        else:
+            os.environ["ZYNC_SPARK_S3_JARS"] = before
 
 
 @pytest.fixture
@@ -78,3 +113,25 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     running = start_registry(tmp_path_factory.mktemp("registry"))
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """moto's S3 + DynamoDB server on a free port of 127.0.0.1, for one test module."""
+    from tests.s3 import start_moto
+
+    server = start_moto(tmp_path_factory.mktemp("moto"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_url(moto, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh ``s3://`` lake on the moto server, with the AWS settings that reach it in
+    the environment (as a user would export them)."""
+    from engine.lake.commit_guard import forget_probes
+
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
+    forget_probes()
+    return moto.new_lake()

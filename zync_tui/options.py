@@ -32,11 +32,11 @@ SparkMasterOption = Annotated[
 ]
 
 LakeOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--lake",
-        metavar="PATH",
-        help="The lake directory (default: $ZYNC_LAKE, else ~/.zync/lake).",
+        metavar="PATH|URL",
+        help="The lake: a directory or s3://BUCKET/PREFIX (default: $ZYNC_LAKE, the lake in ~/.zync/storage.json, else ~/.zync/lake).",
         show_default=False,
     ),
 ]
@@ -52,8 +52,20 @@ def spark_session(master: str | None = None) -> "SparkSession":
     return get_spark(load_spark_settings(master))
 
 
-def open_lake(path: Path | None) -> "Lake":
-    """The lake at ``path`` (--lake), else $ZYNC_LAKE, else ~/.zync/lake."""
-    from engine.api import Lake, lake_path  # deferred: see spark_session
+def open_lake(lake: str | Path | None, *, must_exist: str = "", create: bool = False) -> "Lake":
+    """The lake ``lake`` (--lake: a directory or s3://BUCKET/PREFIX), else $ZYNC_LAKE,
+    else the lake of ~/.zync/storage.json, else ~/.zync/lake.
 
-    return Lake(path if path is not None else lake_path())
+    A local lake is created when ``create``; when ``must_exist`` names what is missing, a
+    local lake that is not there is a one-line error saying so. Open the lake before
+    starting Spark: an S3 lake gives the session its s3a settings."""
+    from engine.api import Lake, resolve_lake  # deferred: see spark_session
+    from zync_tui.errors import UserError
+
+    where = resolve_lake(lake)
+    if where.is_local:
+        if create:
+            where.path.mkdir(parents=True, exist_ok=True)
+        elif must_exist and not where.path.is_dir():
+            raise UserError(f"no lake at {where}: {must_exist}")
+    return Lake(where)

@@ -48,10 +48,8 @@ class StagingReader:
         tables of about ``batch_records`` rows. Files are read in seqno order (commit
         order), which is offset order for the ETL's commits; when it is not (compacted
         files), the rest is read whole and sorted."""
-        # deferred: pyarrow.dataset is slow to import; deltalake
-        import pyarrow.dataset as ds
-
-        from engine.lake.delta import arrow_schema
+        # deferred: deltalake
+        from engine.lake.delta import arrow_schema, parquet_dataset
 
         table = self.pool.table
         uris = table.file_uris()
@@ -78,7 +76,7 @@ class StagingReader:
         condition = self.record_condition()
         if low > 0:
             condition = condition & (offset >= low)
-        scanner = ds.dataset(uris, schema=arrow_schema(table), format="parquet").scanner(
+        scanner = parquet_dataset(self.pool.location, uris, arrow_schema(table)).scanner(
             columns={"offset": offset, "key": pc.field("key"), "value": pc.field("value")},
             filter=condition,
             batch_size=64 * 1024,
@@ -200,10 +198,8 @@ class StagingReader:
 
     def _version_rows(self, version: int) -> pa.Table:
         """Records of the topic in the files that ``version`` added."""
-        # deferred: pyarrow.dataset is slow to import; deltalake
-        import pyarrow.dataset as ds
-
-        from engine.lake.delta import arrow_schema
+        # deferred: deltalake
+        from engine.lake.delta import arrow_schema, parquet_dataset
 
         table = self.pool.snapshot(version)
         before = set(self.pool.snapshot(version - 1).file_uris()) if version > 0 else set()
@@ -218,7 +214,7 @@ class StagingReader:
         )
         if not added:
             return schema.empty_table()
-        dataset = ds.dataset(added, schema=arrow_schema(table), format="parquet")
+        dataset = parquet_dataset(self.pool.location, added, arrow_schema(table))
         rows = dataset.to_table(
             columns={
                 "offset": pc.field("kafka", "offset"),

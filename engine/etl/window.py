@@ -40,7 +40,7 @@ from engine.etl.config import EtlConfig
 from engine.etl.cursors import Positions, TopicPartition
 from engine.etl.plan import Plan, new_marker_positions
 from engine.lake import delta
-from engine.lake.delta import arrow_schema
+from engine.lake.delta import arrow_schema, parquet_dataset
 from engine.lake.envelope import KAFKA_TYPE
 from engine.lake.pools import Pool
 
@@ -103,14 +103,12 @@ def _rows_after(
     """``columns`` of the rows with a seqno above ``seqno`` that meet ``condition``, read
     with delta-rs and pyarrow from the files of the pool's loaded snapshot that may hold
     them (None: no such file)."""
-    import pyarrow.dataset as ds  # deferred: pyarrow.dataset is slow to import
-
     if pool.last_seqno() <= seqno:
         return None
     files = pool.files(f"seqno > {seqno}")
     if not files:
         return None
-    dataset = ds.dataset(files, schema=arrow_schema(pool.table), format="parquet")
+    dataset = parquet_dataset(pool.location, files, arrow_schema(pool.table))
     return dataset.scanner(
         columns=dict(columns), filter=(pc.field("seqno") > seqno) & condition
     ).to_table()

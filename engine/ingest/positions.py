@@ -57,7 +57,7 @@ class Positions:
         ``own_table``: read the Delta log with a table object of its own (the writer
         thread owns the pool's while the loop runs); ``table``: with this one."""
         if own_table and table is None:
-            table = delta.open_table(state.pool.path)
+            table = delta.open_table(state.pool.location)
         if table is not None:
             position = table.transaction_version(ingest_app(topic, partition))
         else:
@@ -77,7 +77,7 @@ class Positions:
         """The consumer thread's own, fresh view of a pool's Delta log."""
         view = self._views.get(pool)
         if view is None:
-            view = self._views[pool] = delta.open_table(self._shared.pools[pool].pool.path)
+            view = self._views[pool] = delta.open_table(self._shared.pools[pool].pool.location)
         else:
             view.update_incremental()
         return view

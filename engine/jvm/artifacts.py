@@ -71,6 +71,7 @@ class ArtifactSet:
     user: str
     purpose: str
     artifacts: tuple[Coordinate, ...]
+    optional: bool = False  # fetched only on demand (``zync setup --with NAME``)
 
     @property
     def digest(self) -> str:
@@ -106,6 +107,7 @@ def declared_sets() -> dict[str, ArtifactSet]:
             user=str(body.get("for", name)),
             purpose=str(body.get("purpose", "")),
             artifacts=tuple(Coordinate.parse(c) for c in body["artifacts"]),
+            optional=bool(body.get("optional", False)),
         )
         for name, body in data["sets"].items()
     }
@@ -152,9 +154,10 @@ def classpath(name: str) -> list[Path]:
     found = resolved(name)
     if found is None:
         aset = artifact_set(name)
+        command = f"{SETUP_COMMAND} --with {name}" if aset.optional else SETUP_COMMAND
         raise MissingArtifacts(
             f"the JVM artifacts for {aset.user} are not in {cache_dir()}: run "
-            f"`{SETUP_COMMAND}` to fetch them (it needs Maven Central once), or set "
+            f"`{command}` to fetch them (it needs Maven Central once), or set "
             "$ZYNC_JVM_CACHE to where they are"
         )
     return found.paths()

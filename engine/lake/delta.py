@@ -12,6 +12,7 @@ Parquet files for Spark (docs/design.md#readers-and-writers).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction
+
+from engine.lake.location import Location, parse_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,9 +61,11 @@ class CommitResult:
     rows: int
 
 
-def open_table(uri: str | Path, version: int | None = None) -> DeltaTable:
-    """Open the Delta table at ``uri`` (raises ``TableNotFoundError`` when there is none)."""
-    return DeltaTable(str(uri), version=version)
+def open_table(uri: str | Path | Location, version: int | None = None) -> DeltaTable:
+    """Open the Delta table at ``uri`` (raises ``TableNotFoundError`` when there is none);
+    an S3 location brings its storage options."""
+    where = uri if isinstance(uri, Location) else parse_location(uri)
+    return DeltaTable(where.uri, version=version, storage_options=where.storage_options())
 
 
 def arrow_schema(table: DeltaTable) -> pa.Schema:
@@ -94,6 +99,15 @@ def live_files(table: DeltaTable, predicate: str | None = None) -> list[str]:
     return list(table.file_uris())
 
 
+def parquet_dataset(where: Location, uris: Sequence[str], schema: pa.Schema) -> Any:
+    """A ``pyarrow.dataset`` over data files delta-rs listed (``file_uris``), read through
+    the location's file system (so an S3 lake's settings apply)."""
+    import pyarrow.dataset as ds  # deferred: pyarrow.dataset is slow to import
+
+    fs, paths = where.arrow_paths(list(uris))
+    return ds.dataset(paths, schema=schema, format="parquet", filesystem=fs)
+
+
 def rows_from(table: DeltaTable, column: str, value: int) -> int:
     """How many rows the files that may hold ``column >= value`` have, from the Delta
     log's statistics (no data read; a file without statistics counts whole)."""
@@ -125,7 +139,10 @@ def read_spark(
 
 
 def spark_path(uri: str) -> str:
-    """A table URI as Spark's file systems take it (``file:///x`` for local paths)."""
+    """A table URI as Spark's file systems take it (``file:///x`` for local paths,
+    ``s3a://`` for ``s3://``: Hadoop's S3 file system)."""
+    if uri.startswith("s3://"):
+        return "s3a://" + uri.removeprefix("s3://").rstrip("/")
     if "://" in uri:
         return uri
     return Path(uri).resolve().as_uri()
@@ -209,7 +226,7 @@ class WrittenFile:
         return AddAction(self.path, self.size, {}, self.modification_time, True, self.stats)
 
 
-def written_file(root: str | Path, path: str) -> WrittenFile:
+def written_file(root: str | Path | Location, path: str) -> WrittenFile:
     """A Parquet file in the table directory ``root`` (``path`` relative to it), with
     the Delta statistics its footer gives, shaped as delta-rs writes them: row count,
     null count of every leaf column, min/max of integer and string columns (strings cut
@@ -219,8 +236,11 @@ def written_file(root: str | Path, path: str) -> WrittenFile:
     # deferred: pyarrow.parquet, loaded on use
     import pyarrow.parquet as pq
 
-    full = Path(root) / path
-    meta = pq.read_metadata(full)
+    fs, base = _where(root).filesystem()
+    full = f"{base}/{path}"
+    with fs.open_input_file(full) as handle:
+        meta = pq.read_metadata(handle)
+        size = handle.size()
     nulls: dict[str, int] = {}
     low: dict[str, Any] = {}
     high: dict[str, Any] = {}
@@ -281,8 +301,13 @@ def written_file(root: str | Path, path: str) -> WrittenFile:
         },
         separators=(",", ":"),
     )
-    info = full.stat()
-    return WrittenFile(path, info.st_size, int(info.st_mtime * 1000), stats_json, meta.num_rows)
+    info = fs.get_file_info(full)
+    mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else int(time.time() * 1000)
+    return WrittenFile(path, size, mtime, stats_json, meta.num_rows)
+
+
+def _where(root: str | Path | Location) -> Location:
+    return root if isinstance(root, Location) else parse_location(root)
 
 
 def _struct_skeleton(schema: pa.Schema | pa.StructType) -> dict[str, Any]:
@@ -294,7 +319,7 @@ def _struct_skeleton(schema: pa.Schema | pa.StructType) -> dict[str, Any]:
     }
 
 
-def write_files(root: str | Path, table: pa.Table) -> list[WrittenFile]:
+def write_files(root: str | Path | Location, table: pa.Table) -> list[WrittenFile]:
     """Write ``table`` as one Parquet file directly in the table directory ``root``
     (named like delta-rs names its files). Nothing is committed: see
     :func:`commit_files`."""
@@ -304,37 +329,49 @@ def write_files(root: str | Path, table: pa.Table) -> list[WrittenFile]:
     if not table.num_rows:
         return []
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    pq.write_table(table, Path(root) / name, compression="snappy")
+    fs, base = _where(root).filesystem()
+    pq.write_table(table, f"{base}/{name}", compression="snappy", filesystem=fs)
     return [written_file(root, name)]
 
 
-def spark_output(root: str | Path, directory: str) -> list[WrittenFile]:
+def spark_output(root: str | Path | Location, directory: str) -> list[WrittenFile]:
     """The Parquet files a Spark job wrote into ``root/directory`` (``DataFrame.write``
     from the executors; the directory is on storage the driver sees), ready for
     :func:`commit_files`. Spark's bookkeeping files (``_SUCCESS``, ``.crc``) and empty
     files are removed."""
+    import pyarrow.fs as pafs  # deferred: loaded on use
+
+    fs, base = _where(root).filesystem()
+    selector = pafs.FileSelector(f"{base}/{directory}", allow_not_found=True, recursive=True)
     written = []
-    for path in sorted((Path(root) / directory).iterdir()):
-        if path.suffix != ".parquet" or path.name.startswith((".", "_")):
-            path.unlink()
+    for info in sorted(fs.get_file_info(selector), key=lambda i: i.path):
+        if info.type != pafs.FileType.File:
             continue
-        found = written_file(root, f"{directory}/{path.name}")
+        name = info.path.rsplit("/", 1)[-1]
+        relative = info.path[len(base) + 1 :]
+        if not name.endswith(".parquet") or name.startswith((".", "_")) or "/_" in relative:
+            fs.delete_file(info.path)
+            continue
+        found = written_file(root, relative)
         if found.rows:
             written.append(found)
         else:
-            path.unlink()
+            fs.delete_file(info.path)
     return written
 
 
-def remove_files(root: str | Path, files: Iterable[WrittenFile]) -> None:
+def remove_files(root: str | Path | Location, files: Iterable[WrittenFile]) -> None:
     """Delete written files that were not committed (best effort: ``pool vacuum``
-    removes whatever is left over), and directories they leave empty."""
+    removes whatever is left over), and local directories they leave empty."""
+    where = _where(root)
+    fs, base = where.filesystem()
     for written in files:
-        path = Path(root) / written.path
         try:
-            path.unlink()
-            if path.parent != Path(root) and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+            fs.delete_file(f"{base}/{written.path}")
+            if where.is_local:
+                parent = (where.path / written.path).parent
+                if parent != where.path and not any(parent.iterdir()):
+                    parent.rmdir()
         except OSError:
             pass
 

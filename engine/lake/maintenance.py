@@ -87,6 +87,7 @@ def compact(pool: Pool, *, target_size: int = TARGET_FILE_BYTES) -> CompactResul
     """Rewrite the pool's small files into files of about ``target_size`` bytes."""
     started = time.monotonic()
     pool.refresh()
+    pool.guard.require_safe_commits()
     before = pool.version
     metrics = pool.table.optimize.compact(
         target_size=target_size,
@@ -114,6 +115,8 @@ def vacuum(
     ``enforce_retention`` is False: a reader or writer still planning on an older
     snapshot could lose its files.
     """
+    if not dry_run:
+        pool.guard.require_safe_commits()
     pool.refresh()
     files = pool.table.vacuum(
         retention_hours=retention_hours,
@@ -134,9 +137,10 @@ def checkpoint(pool: Pool) -> int:
 
 def last_checkpoint(pool: Pool) -> int | None:
     """The version of the pool's newest checkpoint (from ``_delta_log/_last_checkpoint``)."""
-    marker = pool.path / "_delta_log" / "_last_checkpoint"
+    fs, base = pool.location.join("_delta_log", "_last_checkpoint").filesystem()
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        with fs.open_input_stream(base) as marker:
+            data = json.loads(marker.read().decode("utf-8"))
         return int(data["version"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -1,6 +1,7 @@
 """Pools: the Delta tables of a lake, with exactly-once positions and seqnos.
 
-A lake is a directory; each pool is a Delta table in ``<lake>/<name>`` whose rows have
+A lake is a directory or an ``s3://`` prefix (:mod:`engine.lake.location`); each pool is
+a Delta table in ``<lake>/<name>`` whose rows have
 the shape of :mod:`engine.lake.envelope`. The table's description holds zync's
 metadata as JSON: ``{"zync": {"kind": "raw"|"staging", "types": {topic: {"key": ...,
 "value": ...}}}}`` — the Spark type of each topic's key and value (JSON of a Spark
@@ -21,7 +22,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +34,7 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from engine.lake import delta, spark_rows, upgrade
+from engine.lake.commit_guard import CommitGuard
 from engine.lake.envelope import (
     IS_RECORD,
     POOL_SCHEMA,
@@ -41,6 +42,7 @@ from engine.lake.envelope import (
     TABLE_SCHEMA,
     shape_problems,
 )
+from engine.lake.location import Location, parse_location
 from engine.sparktypes import merge_type_json
 
 if TYPE_CHECKING:
@@ -120,54 +122,76 @@ class AppendResult:
 
 
 class Lake:
-    """A directory of pools."""
+    """A directory or an ``s3://`` prefix holding pools."""
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).expanduser()
+    def __init__(self, root: str | Path | Location) -> None:
+        self.location = root if isinstance(root, Location) else parse_location(root)
+        self.guard = CommitGuard(self.location)
+        if not self.location.is_local:
+            # deferred: engine.spark loads nothing heavy, but the lake needs it only here
+            from engine.spark import use_object_storage
+
+            use_object_storage(self.location.settings)
 
     def __repr__(self) -> str:
-        return f"Lake({str(self.root)!r})"
+        return f"Lake({self.location.uri!r})"
 
-    def pool_path(self, name: str) -> Path:
+    @property
+    def root(self) -> Path:
+        """The lake's directory (a local lake only; see :attr:`location`)."""
+        return self.location.path
+
+    def pool_location(self, name: str) -> Location:
         if not _NAME.match(name):
             raise PoolError(
                 f"invalid pool name {name!r}: use letters, digits, '_' and '-', "
                 "starting with a letter or '_'"
             )
-        return self.root / name
+        return self.location.join(name)
+
+    def pool_path(self, name: str) -> Path:
+        """A pool's directory (a local lake only; see :meth:`pool_location`)."""
+        return self.pool_location(name).path
 
     def exists(self, name: str) -> bool:
-        return DeltaTable.is_deltatable(str(self.pool_path(name)))
+        where = self.pool_location(name)
+        self.guard.check_access()
+        return DeltaTable.is_deltatable(where.uri, storage_options=where.storage_options())
 
     def pool_names(self) -> list[str]:
         """Names of the Delta tables directly under the lake root (pools or not)."""
-        if not self.root.is_dir():
+        if self.location.is_local and not self.location.path.is_dir():
             return []
-        return sorted(
-            p.name for p in self.root.iterdir() if p.is_dir() and (p / "_delta_log").is_dir()
-        )
+        self.guard.check_access()
+        return [
+            name
+            for name in self.location.child_names()
+            if self.location.join(name, "_delta_log").exists()
+        ]
 
     def create_pool(self, name: str, kind: str = RAW, *, exist_ok: bool = False) -> Pool:
         """Create an empty pool (or open it when ``exist_ok`` and it is one)."""
         if kind not in KINDS:
             raise PoolError(f"unknown pool kind {kind!r}: use one of {', '.join(KINDS)}")
-        path = self.pool_path(name)
+        where = self.pool_location(name)
         if self.exists(name):
             if exist_ok:
                 return self.open_pool(name)
-            raise PoolError(f"pool {name!r} already exists in {self.root}")
+            raise PoolError(f"pool {name!r} already exists in {self.location}")
+        self.guard.require_safe_commits()
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            where.make_dirs()
         except OSError as exc:
-            raise PoolError(f"cannot create pool {name!r} at {path}: {exc.strerror}") from exc
+            raise PoolError(f"cannot create pool {name!r} at {where}: {exc.strerror}") from exc
         meta = PoolMeta(kind=kind)
         try:
             DeltaTable.create(
-                str(path),
+                where.uri,
                 schema=TABLE_SCHEMA,
                 mode="error",
                 name=name,
                 description=meta.to_description(),
+                storage_options=where.storage_options(),
             )
         except Exception as exc:  # another creator won the race
             if exist_ok and self.exists(name):
@@ -177,21 +201,22 @@ class Lake:
 
     def open_pool(self, name: str) -> Pool:
         """Open an existing pool, checking that the table is a zync pool."""
-        path = self.pool_path(name)
+        where = self.pool_location(name)
+        self.guard.check_access()
         try:
-            table = delta.open_table(path)
+            table = delta.open_table(where)
         except TableNotFoundError:
             known = ", ".join(self.pool_names()) or "none"
             raise PoolNotFound(
-                f"no pool {name!r} in lake {self.root} (pools: {known}); "
+                f"no pool {name!r} in lake {self.location} (pools: {known}); "
                 f"create it with `zync pool create {name}`"
             ) from None
-        pool = Pool(name, path, table)
+        pool = Pool(name, where, table, self.guard)
         upgrade.nullable_kafka(pool.table)  # a pool from an earlier zync (best effort)
         return pool
 
     def drop_pool(self, name: str) -> None:
-        shutil.rmtree(self.pool_path(name))
+        self.pool_location(name).remove_tree()
 
 
 def merge_topic_types(
@@ -211,10 +236,17 @@ def merge_topic_types(
 class Pool:
     """One Delta table of the lake. Keep one object per pool and :meth:`refresh` it."""
 
-    def __init__(self, name: str, path: Path, table: DeltaTable) -> None:
+    def __init__(
+        self,
+        name: str,
+        location: Location | Path | str,
+        table: DeltaTable,
+        guard: CommitGuard | None = None,
+    ) -> None:
         self.name = name
-        self.path = path
+        self.location = location if isinstance(location, Location) else parse_location(location)
         self.table = table
+        self.guard = guard or CommitGuard(self.location)
         self.meta = self._check(table)
 
     def __repr__(self) -> str:
@@ -227,14 +259,19 @@ class Pool:
             problems.insert(0, "its description has no zync metadata")
         if problems:
             raise NotAPool(
-                f"{self.path} is a Delta table but not a zync pool: " + "; ".join(problems)
+                f"{self.location} is a Delta table but not a zync pool: " + "; ".join(problems)
             )
         assert meta is not None
         return meta
 
     @property
     def uri(self) -> str:
-        return str(self.path)
+        return self.location.uri
+
+    @property
+    def path(self) -> Path:
+        """The pool's directory (a local lake only; see :attr:`location`)."""
+        return self.location.path
 
     @property
     def kind(self) -> str:
@@ -284,6 +321,7 @@ class Pool:
         """
         if merge_topic_types(self.meta.types, types) == self.meta.types:
             return False
+        self.guard.require_safe_commits()
         for _ in range(MAX_COMMIT_ATTEMPTS):
             # merge into the newest metadata: another writer may have widened the same
             # topic's types since this snapshot, and its widening must not be lost
@@ -335,6 +373,7 @@ class Pool:
         """
         rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
         _check_within(rows, positions)
+        self.guard.require_safe_commits()
         delay = 0.005
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
             self.refresh()
@@ -407,8 +446,9 @@ class Pool:
         one; ``rows`` get the seqnos after theirs, and everything is one Delta commit.
         Files of a commit that conflicts are deleted."""
         rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
+        self.guard.require_safe_commits()
         if self.version != expect_version:
-            self.table = delta.open_table(self.path, version=expect_version)
+            self.table = delta.open_table(self.location, version=expect_version)
         first = self.last_seqno() + 1 + sum(f.rows for f in files)
         last = first + rows.num_rows - 1
         txns = dict(app_transactions or {})
@@ -425,7 +465,7 @@ class Pool:
         else:
             files = list(files)
             if rows.num_rows:
-                files += delta.write_files(self.path, _with_seqno(rows, first))
+                files += delta.write_files(self.location, _with_seqno(rows, first))
             try:
                 delta.commit_files(
                     self.table,
@@ -435,7 +475,7 @@ class Pool:
                     metadata=metadata,
                 )
             except delta.CommitConflict:
-                delta.remove_files(self.path, files)
+                delta.remove_files(self.location, files)
                 raise
         self.table.update_incremental()
         if self.version % CHECKPOINT_EVERY == 0:
@@ -447,8 +487,8 @@ class Pool:
         seqno and ``kafka`` struct) as Parquet files into a new directory of the pool's
         (``<label>-<uuid>``), from the Spark executors, without committing them (see
         :meth:`commit_rows`). The lake must be on storage that the executors and this
-        process share."""
-        return spark_rows.write_files(self.path, df, label)
+        process share (a shared file system, or object storage)."""
+        return spark_rows.write_files(self.location, df, label)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -456,7 +496,7 @@ class Pool:
         return delta.live_files(self.table, predicate)
 
     def snapshot(self, version: int | None = None) -> DeltaTable:
-        return self.table if version is None else delta.open_table(self.path, version=version)
+        return self.table if version is None else delta.open_table(self.location, version=version)
 
     def read(
         self, spark: SparkSession, *, predicate: str | None = None, version: int | None = None

@@ -220,7 +220,7 @@ def route_describe(sql: str, lake: Lake, pools: Sequence[str]) -> str | None:
     target = sql_names(pools).get(name.lower())
     if target is None:
         raise QueryError(
-            f"no pool {name!r} in lake {lake.root} (pools: {', '.join(pools) or 'none'})"
+            f"no pool {name!r} in lake {lake.location} (pools: {', '.join(pools) or 'none'})"
         )
     try:
         pool = lake.open_pool(target[0])

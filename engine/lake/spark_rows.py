@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -24,13 +23,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
+    from engine.lake.location import Location
     from engine.lake.pools import TopicTypes
 
 
-def write_files(pool_path: Path, df: DataFrame, label: str) -> list[delta.WrittenFile]:
+def write_files(pool: Location, df: DataFrame, label: str) -> list[delta.WrittenFile]:
     """Write ``df`` (columns ``seqno, kafka, key, value``: records, every one with its
-    seqno and ``kafka`` struct) as Parquet files into ``<pool_path>/<label>-<uuid>``,
-    from the Spark executors, without committing them."""
+    seqno and ``kafka`` struct) as Parquet files into ``<pool>/<label>-<uuid>``, from the
+    Spark executors (through s3a on an S3 lake), without committing them."""
     # deferred: pyspark
     from pyspark.sql import functions as F
 
@@ -52,8 +52,8 @@ def write_files(pool_path: Path, df: DataFrame, label: str) -> list[delta.Writte
         F.lit(None).cast(_spark_ddl(DEADLETTER_TYPE)).alias("deadletter"),
         F.lit(None).cast(_spark_ddl(MARKER_TYPE)).alias("marker"),
     )
-    rows.write.option("compression", "snappy").parquet(str(Path(pool_path) / directory))
-    return delta.spark_output(pool_path, directory)
+    rows.write.option("compression", "snappy").parquet(pool.join(directory).spark_uri)
+    return delta.spark_output(pool, directory)
 
 
 def typed_envelope(

@@ -224,7 +224,7 @@ def resolve_version(spark: SparkSession, pool: Pool, travel: Travel) -> int:
                 f"pool {pool.name!r} has no version at {_show(moment)}: that is before "
                 f"its first commit ({_versions(pool, commits)})"
             )
-        table = delta.open_table(pool.path)
+        table = delta.open_table(pool.location)
         table.load_as_version(moment)
         version = table.version()
     _check_files(pool, version)
@@ -281,7 +281,7 @@ def _check_files(pool: Pool, version: int) -> None:
     """The version is in the log and, on a local lake, every file of it is still on disk
     (VACUUM removes the files no recent version needs)."""
     try:
-        snapshot = delta.open_table(pool.path, version=version)
+        snapshot = delta.open_table(pool.location, version=version)
     except delta.DeltaError:
         raise TimeTravelError(
             f"pool {pool.name!r} has no version {version} ({_versions(pool)})"

@@ -9,8 +9,9 @@ shared between threads.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from engine.errors import ZyncError, one_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,7 +35,9 @@ class SnapshotPools:
         with self.locks[part]:
             pools = self._pools[part]
             pool = pools.get(name)
-            if pool is None or not Path(pool.path).exists():
+            # a local pool whose directory went (dropped, recreated) is opened anew
+            gone = pool is not None and pool.location.is_local and not pool.path.exists()
+            if pool is None or gone:
                 pool = self.lake.open_pool(name)
                 pools[name] = pool
             else:
@@ -42,10 +45,17 @@ class SnapshotPools:
             return pool
 
     def lake_error(self) -> str | None:
-        if not self.lake.root.exists():
-            return f"lake path {self.lake.root} is missing"
-        if not self.lake.root.is_dir():
-            return f"lake path {self.lake.root} is not a directory"
+        where = self.lake.location
+        if not where.is_local:
+            try:
+                self.lake.guard.check_access()
+            except ZyncError as exc:
+                return one_line(exc)
+            return None
+        if not where.path.exists():
+            return f"lake path {where} is missing"
+        if not where.path.is_dir():
+            return f"lake path {where} is not a directory"
         return None
 
 

@@ -62,7 +62,7 @@ class TopicsView:
                 try:
                     inputs = self._inputs()
                 except Exception as exc:  # noqa: BLE001 - shown in words
-                    lake_error = f"cannot read the lake at {lake.root}: {one_line(exc, limit=300)}"
+                    lake_error = f"cannot read the lake at {lake.location}: {one_line(exc, limit=300)}"
             elif self.etls:
                 inputs = [(e.topic, e.pool) for c in self.etls for e in c.inputs]
             outputs = self._outputs()

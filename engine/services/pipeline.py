@@ -130,7 +130,7 @@ class Pipeline:
         for name, kind in wanted.items():
             if not self.lake.exists(name):
                 self.lake.create_pool(name, kind, exist_ok=True)
-                notes.append(f"created {kind} pool {name!r} in {self.lake.root}")
+                notes.append(f"created {kind} pool {name!r} in {self.lake.location}")
         return notes
 
     def start(self, only: Iterable[str] | None = None) -> None:

@@ -3,7 +3,8 @@
 Where settings come from, weakest first (a later source wins key by key):
 
 1. files in the zync home (``$ZYNC_HOME``, else ``~/.zync``) with zync's keys:
-   ``kafka.json``, ``schema_registry.json`` and ``spark.json``;
+   ``kafka.json``, ``schema_registry.json``, ``spark.json`` and ``storage.json`` (the lake
+   and the AWS keys, read as the AWS CLI names them, see :mod:`engine.settings.storage`);
 2. environment variables;
 3. explicit overrides (command-line flags), passed as a mapping to the loaders.
 
@@ -11,7 +12,8 @@ Environment variables read here (an empty value counts as unset):
 
 ==================================================  ==============================
 ``ZYNC_HOME``                                        the zync home (default ``~/.zync``)
-``ZYNC_LAKE``                                        lake root (default ``<home>/lake``)
+``ZYNC_LAKE``                                        the lake: a directory or ``s3://B/P``
+``AWS_*``                                            S3 settings (``storage``)
 ``ZYNC_KAFKA_BOOTSTRAP_SERVERS``                     ``bootstrap_servers``
 ``ZYNC_KAFKA_SECURITY_PROTOCOL``                     ``security_protocol``
 ``ZYNC_KAFKA_SASL_MECHANISMS``                       ``sasl_mechanisms``
@@ -42,5 +44,5 @@ written there (:func:`engine.settings.files.write_private_json`).
 
 One module per concept: ``errors`` (ConfigError), ``home`` (the zync home and the
 environment), ``files`` (JSON files and their permissions), ``secret``, ``sources``
-(merging file < environment < overrides), ``kafka``, ``registry``, ``spark``, ``lake``.
+(merging file < environment < overrides), ``kafka``, ``registry``, ``spark``, ``storage`` (where the lake is, how to reach S3).
 """

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from engine.lake.location import resolve_lake
 from engine.settings.errors import ConfigError, NotConfiguredError
 from engine.settings.files import InsecureFileWarning, write_private_json
 from engine.settings.home import zync_home
 from engine.settings.kafka import KafkaProfile, SaslMechanism, SecurityProtocol, load_kafka_profile
-from engine.settings.lake import lake_path
 from engine.settings.registry import RegistryProfile, load_registry_profile
 from engine.settings.secret import Secret
 from engine.settings.spark import load_spark_settings
+from engine.settings.storage import load_storage_settings
 
 PASSWORD = "hunter2-very-secret"
 
@@ -41,13 +42,50 @@ def test_zync_home_defaults_to_dot_zync_and_is_not_created(
     assert not (tmp_path / "h").exists()
 
 
-def test_lake_path_env_or_home(tmp_path: Path) -> None:
-    assert lake_path({"ZYNC_HOME": str(tmp_path)}) == tmp_path / "lake"
-    assert lake_path({"ZYNC_HOME": str(tmp_path), "ZYNC_LAKE": str(tmp_path / "l")}) == (
-        tmp_path / "l"
-    )
-    with pytest.raises(ConfigError, match="ZYNC_LAKE"):
-        lake_path({"ZYNC_LAKE": "s3://bucket/lake"})
+def test_lake_flag_env_file_or_home(tmp_path: Path) -> None:
+    home = {"ZYNC_HOME": str(tmp_path)}
+    assert resolve_lake(env=home).path == tmp_path / "lake"
+    assert resolve_lake(env={**home, "ZYNC_LAKE": str(tmp_path / "l")}).path == tmp_path / "l"
+    (tmp_path / "storage.json").write_text('{"lake": "s3://my-bucket/zync/lake/", "AWS_REGION": "eu-west-1"}')
+    found = resolve_lake(env=home)
+    assert (found.bucket, found.key, found.uri) == ("my-bucket", "zync/lake", "s3://my-bucket/zync/lake")
+    assert found.spark_uri == "s3a://my-bucket/zync/lake"
+    assert found.join("Raw").uri == "s3://my-bucket/zync/lake/Raw"
+    assert found.settings.region == "eu-west-1"
+    assert resolve_lake(env={**home, "ZYNC_LAKE": "s3://other-bucket"}).uri == "s3://other-bucket"
+    assert resolve_lake(str(tmp_path / "flag"), env=home).path == tmp_path / "flag"
+    with pytest.raises(ConfigError, match="did you mean s3://bucket/lake"):
+        resolve_lake(env={**home, "ZYNC_LAKE": "s3:/bucket/lake"})
+    (tmp_path / "storage.json").write_text('{"AWS_SECRETACCESSKEY": "x"}')
+    with pytest.raises(ConfigError, match="unknown key 'AWS_SECRETACCESSKEY'"):
+        resolve_lake(env=home)
+
+
+def test_storage_settings_for_delta_rs_and_spark_never_show_secrets(tmp_path: Path) -> None:
+    env = {
+        "ZYNC_HOME": str(tmp_path),
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "very-secret",
+        "AWS_SESSION_TOKEN": "token-secret",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    settings = load_storage_settings(env)
+    assert "very-secret" not in repr(settings) + str(settings)
+    assert "token-secret" not in repr(settings)
+    options = settings.delta_options()
+    assert options["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000"
+    assert options["AWS_SECRET_ACCESS_KEY"] == "very-secret"
+    assert options["AWS_ALLOW_HTTP"] == "true"
+    conf = settings.hadoop_conf()
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
+    with pytest.raises(ConfigError, match="AWS_ALLOW_HTTP=true"):
+        load_storage_settings({**env, "AWS_ALLOW_HTTP": ""})
+    with pytest.raises(ConfigError, match="go together"):
+        load_storage_settings({"ZYNC_HOME": str(tmp_path), "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE"})
 
 
 def test_write_private_json_creates_home_lazily_owner_only(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ def tui(
         bool, typer.Option("--read-only", help="Inspect only: no start, stop or ETL pass (for on-call).")
     ] = False,
     lake: Annotated[
-        Path | None, typer.Option("--lake", help="The lake root (default $ZYNC_LAKE or ~/.zync/lake).")
+        str | None,
+        typer.Option("--lake", help="The lake: a directory or s3://BUCKET/PREFIX (default $ZYNC_LAKE or ~/.zync/lake)."),
     ] = None,
     paused: Annotated[
         bool, typer.Option("--paused", help="Do not start the loops when the console opens.")
@@ -59,7 +60,8 @@ def demo(
         bool, typer.Option("--no-tui", help="Run the whole scenario headless and print the final tables.")
     ] = False,
     lake: Annotated[
-        Path | None, typer.Option("--lake", help="The demo's lake (default ~/.zync/demo/lake).")
+        str | None,
+        typer.Option("--lake", help="The demo's lake: a directory or s3://BUCKET/PREFIX (default ~/.zync/demo/lake)."),
     ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for each step of the headless run.")
@@ -133,7 +135,7 @@ def _run(app: ZyncConsole) -> None:
         app.backend.close()
 
 
-def _headless(lake: Path | None, timeout: float, spark_master: str | None = None) -> None:
+def _headless(lake: str | None, timeout: float, spark_master: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table

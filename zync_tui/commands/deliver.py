@@ -25,7 +25,7 @@ from rich.markup import escape
 from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.errors import UserError
-from zync_tui.options import SparkMasterOption, spark_session
+from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,14 +69,6 @@ TakeOverOption = Annotated[
 ]
 
 
-LakeOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--lake",
-        help="The lake directory (default: $ZYNC_LAKE, else ~/.zync/lake).",
-        show_default=False,
-    ),
-]
 
 
 def status_line(message: str, at: float | None = None) -> None:
@@ -108,17 +100,9 @@ def stop_on_signals(stop: threading.Event, what: str) -> Iterator[None]:
             signal.signal(number, old)
 
 
-def resolve_lake(lake: Path | None) -> "Lake":
-    # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
-    # `zync --help` stays fast (likewise in every command module)
-    from engine.api import Lake, lake_path
-
-    root = lake if lake is not None else lake_path()
-    if not root.is_dir():
-        raise UserError(
-            f"no lake at {root}: nothing is staged there (pass --lake, or set ZYNC_LAKE)"
-        )
-    return Lake(root)
+def resolve_lake(lake: str | None) -> "Lake":
+    """The lake to deliver from; a local one must exist (nothing is staged otherwise)."""
+    return open_lake(lake, must_exist="nothing is staged there (pass --lake, or set ZYNC_LAKE)")
 
 
 def to_kafka(

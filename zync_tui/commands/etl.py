@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from zync_tui.errors import UserError, user_errors
-from zync_tui.options import SparkMasterOption
+from zync_tui.errors import user_errors
+from zync_tui.options import LakeOption, SparkMasterOption, open_lake
 
 if TYPE_CHECKING:
     from engine.api import EtlRunner, ExpiredRecord, PendingRecord
@@ -25,34 +25,27 @@ ConfigArg = Annotated[
     Path,
     typer.Argument(help="The ETL configuration (YAML), e.g. demo/invoices/etl.yaml.", show_default=False),
 ]
-LakeOpt = Annotated[
-    Path | None,
-    typer.Option("--lake", help="The lake directory (default: $ZYNC_LAKE, else ~/.zync/lake).", show_default=False),
-]
+LakeOpt = LakeOption
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 LimitOpt = Annotated[
     int, typer.Option("--limit", min=0, help="Show at most this many records (0: all).")
 ]
 
 
-def _runner(config: Path, lake: Path | None, spark_master: str | None = None) -> EtlRunner:
+def _runner(config: Path, lake: str | None, spark_master: str | None = None) -> EtlRunner:
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
     # `zync --help` stays fast (likewise in every command module)
     from engine.api import (
         EtlRunner,
-        Lake,
         get_spark,
-        lake_path,
         load_config,
         load_spark_settings,
     )
 
     etl_config = load_config(config)
-    root = lake if lake is not None else lake_path()
-    if not root.is_dir():
-        raise UserError(f"no lake at {root}: create pools with `zync pool create`, or pass --lake")
+    the_lake = open_lake(lake, must_exist="create pools with `zync pool create`, or pass --lake")
     spark = get_spark(load_spark_settings(spark_master))  # a missing Java is a ZyncError
-    return EtlRunner(etl_config, Lake(root), spark)
+    return EtlRunner(etl_config, the_lake, spark)
 
 
 def _short(text: str | None, limit: int = 60) -> str:

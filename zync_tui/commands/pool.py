@@ -90,7 +90,7 @@ def create(
     """Create an empty pool."""
     with lake_errors():
         pool = open_lake(lake).create_pool(name, kind.value, exist_ok=exist_ok)
-        _out.print(f"pool {escape(pool.name)} ({pool.kind}) at {escape(str(pool.path))}")
+        _out.print(f"pool {escape(pool.name)} ({pool.kind}) at {escape(pool.uri)}")
 
 
 @app.command("ls")
@@ -108,13 +108,13 @@ def list_pools(
             except Exception as exc:  # noqa: BLE001 - a non-pool table is listed as such
                 problems[name] = str(exc).strip().splitlines()[0]
         if as_json:
-            typer.echo(json.dumps({"lake": str(the_lake.root), "pools": pools,
+            typer.echo(json.dumps({"lake": str(the_lake.location), "pools": pools,
                                    "not_pools": problems}, indent=2))
             return
         if not pools and not problems:
-            _out.print(f"no pools in {escape(str(the_lake.root))} (create one: zync pool create NAME)")
+            _out.print(f"no pools in {escape(str(the_lake.location))} (create one: zync pool create NAME)")
             return
-        table = Table(title=f"pools in {escape(str(the_lake.root))}", title_justify="left")
+        table = Table(title=f"pools in {escape(str(the_lake.location))}", title_justify="left")
         for column in ("pool", "kind", "version", "rows", "topics", "size"):
             table.add_column(column, justify="right" if column in ("version", "rows", "size") else "left")
         for p in pools:
@@ -226,7 +226,7 @@ def show(
         if as_json:
             doc = {
                 **summary,
-                "path": str(pool.path),
+                "path": pool.uri,
                 "last_checkpoint": last_checkpoint(pool),
                 "last_seqno": pool.last_seqno(),
                 "dead_letters": dead_total,
@@ -238,7 +238,7 @@ def show(
             typer.echo(json.dumps(doc, indent=2, default=str))
             return
         _out.print(
-            f"[bold]{escape(pool.name)}[/] ({pool.kind}) at {escape(str(pool.path))}\n"
+            f"[bold]{escape(pool.name)}[/] ({pool.kind}) at {escape(pool.uri)}\n"
             f"version {pool.version} · {summary['rows']:,} rows in {summary['files']} files "
             f"({format_size(summary['size_bytes'])}) · last seqno {pool.last_seqno()} · "
             f"dead letters {dead_total:,}"

@@ -82,8 +82,9 @@ def query(
     from engine.api import query as run_query  # deferred: keeps `zync --help` fast
 
     with lake_errors():
+        the_lake = open_lake(lake)  # before Spark: an S3 lake gives the session s3a
         spark = spark_session(spark_master)
-        df, catalog = run_query(spark, open_lake(lake), sql, as_of=as_of)
+        df, catalog = run_query(spark, the_lake, sql, as_of=as_of)
         for name, reason in catalog.skipped.items():
             if as_of is None:
                 warn(f"{escape(name)} skipped: {escape(reason)}")

@@ -20,7 +20,6 @@ from zync_tui.commands import standalone_app
 from zync_tui.commands.deliver import (
     ENVELOPE_HELP,
     EnvelopeChoice,
-    LakeOption,
     OutputFormat,
     TakeOverOption,
     resolve_lake,
@@ -30,10 +29,10 @@ from zync_tui.commands.deliver import (
 from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError
-from zync_tui.options import spark_session
+from zync_tui.options import LakeOption, open_lake, spark_session
 
 if TYPE_CHECKING:
-    from engine.api import KafkaProfile, Lake
+    from engine.api import KafkaProfile
 
 
 class Loop(enum.StrEnum):
@@ -101,7 +100,8 @@ def run(
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")
-    the_lake = resolve_lake(lake) if lake is not None else _default_lake()
+    # the lake before Spark: an S3 lake gives the session its s3a settings
+    the_lake = resolve_lake(lake) if lake is not None else open_lake(None, create=True)
     registry = conn.registry(required=fmt is OutputFormat.avro)
 
     kafka = conn.kafka()
@@ -124,7 +124,7 @@ def run(
         status_line(note)
     loops = ", ".join(loop.value for loop in only) if only else "from-kafka, etl, to-kafka"
     status_line(
-        f"running {pipeline.config.name} ({loops}): lake {the_lake.root}, Kafka at "
+        f"running {pipeline.config.name} ({loops}): lake {the_lake.location}, Kafka at "
         f"{pipeline.kafka.bootstrap_servers}; Ctrl-C or SIGTERM stops"
     )
     stop = threading.Event()
@@ -159,14 +159,6 @@ def _refuse_early(kafka: "KafkaProfile") -> None:
         raise UserError(str(exc)) from None
     except KafkaUnavailable:
         pass
-
-
-def _default_lake() -> "Lake":
-    from engine.api import Lake, lake_path
-
-    root = lake_path()
-    root.mkdir(parents=True, exist_ok=True)
-    return Lake(root)
 
 
 def register(app: typer.Typer) -> None:

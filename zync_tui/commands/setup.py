@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from zync_tui.errors import err_console, user_errors
+from zync_tui.errors import UserError, err_console, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +20,15 @@ def setup(
         typer.Option(help="maven or ivy (default: Maven when `mvn` is installed, else Ivy)"),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when all is there.")] = False,
+    with_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--with",
+            metavar="EXTRA",
+            help="Also fetch an optional set: s3 (hadoop-aws and the AWS SDK, ~600 MB, for "
+            "Spark on an s3:// lake; fetched on first use otherwise).",
+        ),
+    ] = None,
 ) -> None:
     """Fetch the JVM artifacts (delta-spark, Apache Kafka, Spark's Kafka source) once.
 
@@ -31,8 +40,16 @@ def setup(
     # `zync --help` stays fast (likewise in every command module)
     from engine.api import fetch_jvm_artifacts, jvm_artifact_sets, jvm_cache_dir, jvm_resolved
 
+    sets = jvm_artifact_sets()
+    wanted = {f"spark-{extra}" if f"spark-{extra}" in sets else extra for extra in with_ or []}
     with user_errors():
-        for name, aset in jvm_artifact_sets().items():
+        unknown = sorted(wanted - {name for name, aset in sets.items() if aset.optional})
+        if unknown:
+            optional = ", ".join(n.removeprefix("spark-") for n, a in sets.items() if a.optional)
+            raise UserError(f"--with {unknown[0]}: no such optional set (choose from {optional})")
+        for name, aset in sets.items():
+            if aset.optional and name not in wanted:
+                continue
             already = jvm_resolved(name) is not None
             found = fetch_jvm_artifacts(
                 name, resolver=resolver, progress=lambda line: err_console.print(line, soft_wrap=True)
@@ -76,7 +93,8 @@ def version(
     for name, aset in jvm_artifact_sets().items():
         found = jvm_resolved(name)
         for coordinate in aset.artifacts:
-            state = "" if found else f"  (not fetched: run `{SETUP_COMMAND}`)"
+            command = f"{SETUP_COMMAND} --with {name.removeprefix('spark-')}" if aset.optional else SETUP_COMMAND
+            state = "" if found else f"  (not fetched: run `{command}`)"
             rows.append((f"jvm {name}: {coordinate.group}:{coordinate.artifact}",
                          coordinate.version + state))
         if found and all_jars:

@@ -370,7 +370,7 @@ def make_app(
     if backend is None:
         settings = EngineSettings(
             config_path=Path(config) if config is not None else None,
-            lake_root=Path(lake) if lake is not None else None,
+            lake_root=lake,
             kafka_overrides=dict(kafka or {}),
             registry_overrides=dict(registry or {}),
             read_only=read_only,

@@ -45,12 +45,12 @@ from engine.api import (
     TopicsReport,
     counts_line,
     get_spark,
-    lake_path,
     load_config,
     load_kafka_profile,
     load_registry_profile,
     load_spark_settings,
     one_line,
+    resolve_lake,
     run_pass,
 )
 
@@ -195,7 +195,8 @@ class EngineSettings:
     """Where the console's engine points (built by the CLI, the demo and the tests)."""
 
     config_path: Path | None = None
-    lake_root: Path | None = None
+    #: the lake (a directory or ``s3://BUCKET/PREFIX``; None: the configured one)
+    lake_root: str | Path | None = None
     #: profile keys (``bootstrap_servers``, ``url``…) over ~/.zync and ZYNC_* variables
     kafka_overrides: Mapping[str, object] = field(default_factory=dict)
     registry_overrides: Mapping[str, object] = field(default_factory=dict)
@@ -269,8 +270,9 @@ class EngineBackend:
             notes.extend(self.driver.prepare())
         if self.driver is not None:
             s.config_path = self.driver.config_path
-            s.lake_root = self.driver.lake.root
-        lake = Lake(s.lake_root or lake_path())
+            lake = self.driver.lake
+        else:
+            lake = Lake(resolve_lake(s.lake_root))
         etls: list[EtlConfig] = []
         if s.config_path is not None:
             self.config = load_config(s.config_path)
@@ -286,7 +288,7 @@ class EngineBackend:
             kafka_error=profiles.kafka_error,
             registry_error=profiles.registry_error,
         )
-        notes.append(f"lake {lake.root}")
+        notes.append(f"lake {lake.location}")
         self._set_up_loops(lake, profiles, notes)
         for note in notes:
             self.log.add("INFO", "console", note)
