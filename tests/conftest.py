@@ -42,49 +42,28 @@ def _zync_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 
 @pytest.fixture(scope="session")
-def _spark_stopper() -> Iterator[None]:
-    from engine.spark import stop_spark
-
-    yield
-    stop_spark()
-
-
-@pytest.fixture(scope="module")
-def spark(request: pytest.FixtureRequest, _spark_stopper: None):
+def spark():
     """The process's one SparkSession (local[2]), stopped at the end of the session.
 
-    Test files marked ``s3`` get a session with Spark's s3a jars: one started without them (by
-    an earlier test file on this worker) is stopped, with its JVM, and started again with
-    them."""
-    from engine import spark as engine_spark
+    Started with Spark's s3a jars (``$ZYNC_SPARK_S3_JARS``, as a user who opens lakes
+    on S3 after Spark has started sets it), so the S3 lake tests share the session of
+    every other test file on their worker instead of starting a JVM of their own."""
     from engine.settings.spark import SparkSettings
+    from engine.spark import get_spark, stop_spark
 
-    settings = SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
-    if request.node.get_closest_marker("s3") is None:
-        return engine_spark.get_spark(settings)
-    if engine_spark.spark_running() and not engine_spark.s3_ready():
-        # jars on the driver's class path need a new JVM, not only a new session
-        from pyspark import SparkContext
-
-        engine_spark.stop_spark()
-        gateway = SparkContext._gateway
-        if gateway is not None:
-            jvm = getattr(gateway, "proc", None)  # the JVM pyspark started for this process
-            gateway.shutdown()
-            SparkContext._gateway = None
-            SparkContext._jvm = None
-            if jvm is not None:
-                jvm.stdin.close()  # its gateway server exits at the end of its stdin
-                jvm.wait(timeout=60)
     before = os.environ.get("ZYNC_SPARK_S3_JARS")
-    os.environ["ZYNC_SPARK_S3_JARS"] = "true"  # the s3a jars, whatever lake comes next
+    os.environ["ZYNC_SPARK_S3_JARS"] = "true"
     try:
-        return engine_spark.get_spark(settings)
+        session = get_spark(
+            SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
+        )
     finally:
         if before is None:
             del os.environ["ZYNC_SPARK_S3_JARS"]
         else:
             os.environ["ZYNC_SPARK_S3_JARS"] = before
+    yield session
+    stop_spark()
 
 
 @pytest.fixture
