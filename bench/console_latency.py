@@ -175,19 +175,21 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
             ingest = await asyncio.to_thread(raw_records, driver) - ingest_before
             stop.set()
             thread.join(120)
+            if errors:
+                raise SystemExit(f"publishing the backlog failed: {errors[0]}")
+            ms = [t * 1000 for t in timings]
+            print(f"{len(ms)} presses over {seconds:.1f} s at {args.size}; meanwhile "
+                  f"from-kafka ingested {ingest:,} records and the ETL consumed {etl:,}")
+            print(f"key -> screen updated: p50 {statistics.median(ms):.1f} ms, "
+                  f"p95 {percentile(ms, 0.95):.1f} ms, max {max(ms):.1f} ms "
+                  "(bar: p95 <= 100 ms)", flush=True)
+            print("stopping the loops (a pass in flight ends first)…", flush=True)
             app.backend.close()
     finally:
         stop.set()
         app.backend.close()
         registry.stop()
         broker.stop()
-    if errors:
-        raise SystemExit(f"publishing the backlog failed: {errors[0]}")
-    ms = [t * 1000 for t in timings]
-    print(f"{len(ms)} presses over {seconds:.1f} s at {args.size}; meanwhile from-kafka "
-          f"ingested {ingest:,} records and the ETL consumed {etl:,}")
-    print(f"key -> screen updated: p50 {statistics.median(ms):.1f} ms, "
-          f"p95 {percentile(ms, 0.95):.1f} ms, max {max(ms):.1f} ms (bar: p95 <= 100 ms)")
 
 
 def main() -> None:
