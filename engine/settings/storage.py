@@ -190,7 +190,7 @@ class StorageSettings:
         return pyarrow.fs.S3FileSystem(**kwargs)
 
     def client(self, service: str) -> Any:
-        """A boto3 client (``s3``, ``dynamodb``) with these settings and short timeouts."""
+        """A boto3 client (``s3``) with these settings and short timeouts."""
         # deferred: boto3 is only needed for an s3:// lake
         import boto3
         from botocore.config import Config
