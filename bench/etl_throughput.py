@@ -58,9 +58,6 @@ PHASES: list[tuple[str, str, str, bool]] = [
     ("runner", "check", "check the configuration against the input types", False),
     ("runner", "_plan", "plan: read raw and markers, assign rules, plan them, one Spark "
                         "job brings fates and output counts to the driver, decide", False),
-    ("runner", "_done", "read this ETL's markers above the cursors", True),
-    ("runner", "_decide", "on the driver: expiry, cursors, floors, marker rows", True),
-    ("runner", "_numbered_arrow", "number the outputs on the driver (small passes)", False),
     ("runner", "_write_outputs", "number the outputs and write them from the executors", False),
     ("staging", "commit_rows", "the one Delta commit: output files, markers, positions", False),
 ]
@@ -190,9 +187,12 @@ def zync_pass(spark: Any, root: Path, label: str) -> dict[str, Any]:
         seconds = time.perf_counter() - started
     if not result.committed:
         raise SystemExit(f"the pass committed nothing: {result.summary()}")
+    data = result.to_json()
     return {
         "seconds": seconds,
-        "jobs": jobs.jobs,
+        # the pass runs its jobs under a job group of its own (engine.etl.timings)
+        "jobs": data.get("spark_jobs") or jobs.jobs,
+        "pass_phases": data.get("phases") or {},
         "phases": dict(timer.seconds),
         "missing": timer.missing,
         "result": result,
@@ -322,6 +322,10 @@ def main() -> None:
                 accounted += seconds
             print(f"  {'  ' if nested else ''}{label} ({what}): {seconds:.2f}s")
         print(f"  other (refresh, output types, positions, result): {zync_s - accounted:.2f}s")
+        print("the pass's own phases (median s, engine.etl.timings, as `zync etl --profile`):")
+        for phase in passes[0]["pass_phases"]:
+            seconds = statistics.median(p["pass_phases"].get(phase, 0.0) for p in passes)
+            print(f"  {phase}: {seconds:.2f}s")
         print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
         print(f"speed ratio plain / zync: {plain_s / zync_s:.2f} (bar >= 0.5)")
     finally:
