@@ -9,11 +9,9 @@ must be unique, contiguous and increasing in commit order (read from the Delta l
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -30,6 +28,7 @@ from engine.kafka.codecs import avro
 from engine.kafka.registry_client import RegistrySchemas
 from engine.settings.kafka import KafkaProfile
 from engine.settings.registry import RegistryProfile
+from tests.crash import kill_at_random_moments, sha
 from tests.fixtures import debezium as dbz
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,10 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TOTAL = 50_000
 PARTITIONS = 3
 MIN_KILLS = 10
-
-
-def sha(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_kill_9_at_random_moments_loses_and_duplicates_nothing(broker, registry, tmp_path: Path) -> None:
@@ -96,26 +91,10 @@ def test_kill_9_at_random_moments_loses_and_duplicates_nothing(broker, registry,
     def version() -> int:
         return DeltaTable(str(lake / "raw")).version() if DeltaTable.is_deltatable(str(lake / "raw")) else -1
 
-    kills = busy_kills = 0
-    started = time.monotonic()
-    while producer.is_alive() or kills < MIN_KILLS:
-        before = version()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        if kills % 2:  # a random moment: starting up, consuming or committing
-            time.sleep(rnd.uniform(0.3, 4.0))
-        else:  # a random moment once this run has committed: mid-ingest for sure
-            deadline = time.monotonic() + 30
-            while version() <= before and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.02)
-            time.sleep(rnd.uniform(0.0, 1.0))
-        if proc.poll() is not None:
-            pytest.fail(f"from-kafka exited by itself ({proc.returncode}): {proc.stderr.read().decode()}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stderr.close()
-        kills += 1
-        busy_kills += version() > before  # killed while working, not while starting up
-        assert time.monotonic() - started < 150, "the kill loop takes too long"
+    kills, busy_kills = kill_at_random_moments(
+        cmd, cwd=ROOT, env=env, producer=producer, version=version, rnd=rnd,
+        min_kills=MIN_KILLS, random_wait=(0.3, 4.0), after_commit_wait=1.0, limit=150,
+    )
     producer.join()
     assert busy_kills >= MIN_KILLS // 2, f"only {busy_kills} of {kills} kills hit a working process"
 

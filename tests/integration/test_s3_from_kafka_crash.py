@@ -7,11 +7,9 @@ across 3 partitions, at least 6 kills, half of them once the run has committed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +22,7 @@ from deltalake import DeltaTable
 
 from engine.kafka import clients
 from engine.settings.kafka import KafkaProfile
+from tests.crash import kill_at_random_moments, sha
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.s3]
 
@@ -31,10 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TOTAL = 12_000
 PARTITIONS = 3
 MIN_KILLS = 6
-
-
-def sha(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_kill_9_on_an_s3_lake_loses_and_duplicates_nothing(broker, registry, moto, s3_url: str, tmp_path: Path) -> None:
@@ -79,26 +74,10 @@ def test_kill_9_on_an_s3_lake_loses_and_duplicates_nothing(broker, registry, mot
 
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
-    kills = busy_kills = 0
-    started = time.monotonic()
-    while producer.is_alive() or kills < MIN_KILLS:
-        before = version()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        if kills % 2:  # a random moment: starting up, consuming or committing
-            time.sleep(rnd.uniform(0.3, 3.0))
-        else:  # a random moment once this run has committed: mid-ingest for sure
-            deadline = time.monotonic() + 30
-            while version() <= before and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.05)
-            time.sleep(rnd.uniform(0.0, 0.8))
-        if proc.poll() is not None:
-            pytest.fail(f"from-kafka exited by itself ({proc.returncode}): {proc.stderr.read().decode()}")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stderr.close()
-        kills += 1
-        busy_kills += version() > before
-        assert time.monotonic() - started < 240, "the kill loop takes too long"
+    kills, busy_kills = kill_at_random_moments(
+        cmd, cwd=ROOT, env=env, producer=producer, version=version, rnd=rnd,
+        min_kills=MIN_KILLS, random_wait=(0.3, 3.0), after_commit_wait=0.8, limit=240,
+    )
     producer.join()
     assert busy_kills >= MIN_KILLS // 2, f"only {busy_kills} of {kills} kills hit a working process"
 
