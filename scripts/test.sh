@@ -4,8 +4,10 @@
 # contracts), all configured in pyproject.toml, and the layout test (tests/unit/test_boundaries.py:
 # every module of engine, zync_tui and demo). pytest then runs on three workers (pytest-xdist;
 # each test file stays on one worker, the longest files first — tests/conftest.py orders them
-# by their `slow(seconds=…)` marks; most tests wait on brokers, JVMs and subprocesses, so
-# three overlap well on two cores) and prints the 25 slowest tests.
+# by their `slow(seconds=…)` marks, and --no-loadscope-reorder keeps that order: xdist would
+# otherwise start the files with the most tests first, which are the quick ones; most tests
+# wait on brokers, JVMs and subprocesses, so three overlap well on two cores) and prints the
+# 25 slowest tests.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k registry -x`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,4 +27,5 @@ echo "== layout" >&2
 "$bin/python" -m pytest --quiet --no-header -p no:cacheprovider tests/unit/test_boundaries.py
 
 echo "== pytest" >&2
-exec "$bin/python" -m pytest -n "${ZYNC_TEST_WORKERS:-3}" --dist loadfile --durations=25 "$@"
+exec "$bin/python" -m pytest -n "${ZYNC_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
+  --durations=25 "$@"

@@ -16,9 +16,9 @@ import pytest
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first, each file's tests together and in their order.
 
-    scripts/test.sh's workers take whole files in this order (the first ones dealt
-    round robin), so the long ones start at once on different workers instead of
-    ending the run on one. A file's weight is the largest ``seconds`` of its ``slow``
+    scripts/test.sh's workers take whole files in this order (``--dist loadfile
+    --no-loadscope-reorder``), so the long ones start at once on different workers
+    instead of ending the run on one. A file's weight is the largest ``seconds`` of its ``slow``
     markers (``pytest.mark.slow(seconds=300)``: about that long on two cores; a bare
     ``slow`` counts as 60); the other files keep their order after them."""
 
