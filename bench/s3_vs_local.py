@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,57 +58,13 @@ def invoice_scenario(spark, lake_root: str, writer: str) -> float:
     return seconds
 
 
-def ingest(n: int, env: dict[str, str], lake_url: str) -> float:
-    """from-kafka in a subprocess: records/s from its start until the pool holds n."""
-    from deltalake import DeltaTable
-
-    from engine.lake.location import resolve_lake
-
-    pool = resolve_lake(lake_url, env=env).join("bench")
-    options = pool.storage_options()
-    cmd = [sys.executable, "-m", "zync_tui.commands.ingest", "from-kafka",
-           "-t", TOPIC, "-p", "bench", "--create-pool", "--exit-after", "3s", "--quiet",
-           "--lake", lake_url]
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    done_at = None
-    try:
-        while done_at is None:
-            if proc.poll() is not None and proc.returncode != 0:
-                raise SystemExit(f"from-kafka exited with {proc.returncode}")
-            try:
-                position = DeltaTable(pool.uri, storage_options=options).transaction_version(
-                    f"zync.in/{TOPIC}/0"
-                )
-            except Exception:  # noqa: BLE001 - no table yet
-                position = None
-            if position is not None and position >= n - 1:
-                done_at = time.monotonic()
-                break
-            if time.monotonic() - started > 1200:
-                raise SystemExit("from-kafka did not finish within 1200s")
-            time.sleep(0.1)
-        proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    table = DeltaTable(pool.uri, storage_options=options)
-    rows = sum(table.get_add_actions(flatten=True).column("num_records").to_pylist())
-    if rows != n:
-        raise SystemExit(f"the pool holds {rows:,} rows, expected {n:,}")
-    seconds = done_at - started
-    print(f"  from-kafka into {lake_url}: {n:,} records in {seconds:.1f}s "
-          f"({len(table.file_uris())} files, version {table.version()})")
-    return n / seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2, help="invoice scenario runs per lake")
     args = parser.parse_args()
 
-    from bench.ingest import produce
+    from bench.ingest import ingest, produce
     from engine.kafka.registry_client import RegistrySchemas
     from engine.local import broker as local_broker
     from engine.local import processes
@@ -154,8 +109,8 @@ def main() -> None:
                 env.update({"ZYNC_KAFKA_BOOTSTRAP_SERVERS": broker.address,
                             "ZYNC_REGISTRY_URL": registry.address})
                 rates = {
-                    "local": ingest(args.records, env, str(tmp_path / "ingest-lake")),
-                    "s3": ingest(args.records, env, moto.new_lake("ingest")),
+                    "local": ingest(args.records, env, str(tmp_path / "ingest-lake"))[0],
+                    "s3": ingest(args.records, env, moto.new_lake("ingest"))[0],
                 }
             finally:
                 processes.stop_process(registry)
