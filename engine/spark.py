@@ -28,17 +28,18 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import socket
 import sys
 import threading
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from engine.errors import ZyncError
 from engine.jvm import artifacts
-from engine.jvm.java import resolve_java
+from engine.jvm.java import extra_options, resolve_java
 from engine.settings.home import zync_home
 from engine.settings.spark import SparkSettings, load_spark_settings
 
@@ -56,6 +57,9 @@ DELTA_CONF = {
 
 
 T = TypeVar("T")
+
+#: A SparkSession, a factory of one, or None (the process's session, built when needed).
+SparkSource: TypeAlias = "SparkSession | Callable[[], SparkSession] | None"
 
 
 class SparkMasterError(ZyncError):
@@ -186,7 +190,7 @@ def s3_jars() -> list[Path]:
 
 
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
-    log4j = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    log4j = shlex.join([f"-Dlog4j2.configurationFile=file:{_log4j_config()}", *extra_options()])
     jars = delta_jars()
     s3: dict[str, str] = {}
     if _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES:
@@ -255,6 +259,22 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         _session, _session_settings = session, settings
         _session_has_s3 = "hadoop-aws" in conf["spark.jars"]
         return session
+
+
+def spark_factory(spark: SparkSource) -> Callable[[], SparkSession]:
+    """A callable giving a SparkSession from a session, a factory or None (None: the
+    process's session with the configured settings). Nothing starts until it is called,
+    so a caller that turns out not to need Spark never starts a JVM."""
+    if spark is None:
+
+        def default() -> SparkSession:
+            return get_spark(load_spark_settings())
+
+        return default
+    if callable(spark) and not hasattr(spark, "sql"):
+        return spark
+    session = spark
+    return lambda: session  # type: ignore[return-value]  # a session, not a factory
 
 
 def spark_log_path() -> Path:

@@ -230,6 +230,7 @@ def cluster_env(home: Path, tag: str, conf_dir: Path) -> dict[str, str]:
             "JAVA_HOME": str(resolve_java().home),
             "SPARK_LOCAL_IP": HOST,
             "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_DAEMON_JAVA_OPTS": os.environ.get("ZYNC_JVM_OPTS", ""),
             "PYSPARK_PYTHON": sys.executable,
             TAG_VAR: tag,
         }

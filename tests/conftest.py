@@ -12,6 +12,12 @@ from pathlib import Path
 
 import pytest
 
+#: Every JVM the tests start (brokers, Spark drivers, executors, the cluster's daemons;
+#: subprocesses inherit it) compiles with C1 only: they live seconds to minutes on small
+#: data, and skipping C2 halves their CPU (bench/RESULTS.md, "The test suite"). Set before
+#: any JVM starts; an explicit $ZYNC_JVM_OPTS wins.
+os.environ.setdefault("ZYNC_JVM_OPTS", "-XX:TieredStopAtLevel=1")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first, each file's tests together and in their order.

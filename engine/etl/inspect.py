@@ -36,8 +36,10 @@ def pending(pools: EtlPools, *, limit: int | None = None) -> list[PendingRecord]
     ``limit`` of them, when given)."""
     config = pools.config
     pools.refresh()
-    pools.check()
     positions = pools.positions()
+    if not read.above_floors(pools, positions):
+        return []  # no raw file at or above the floors: nothing pending, no Spark started
+    pools.check()
     fresh = read.fresh_records(pools, positions)
     if fresh is None:
         return []
@@ -80,20 +82,22 @@ def pending(pools: EtlPools, *, limit: int | None = None) -> list[PendingRecord]
 
 def expired(pools: EtlPools, *, limit: int | None = None) -> list[ExpiredRecord]:
     """Input records this ETL expired, with their envelope joined back from raw (the
-    first ``limit`` in (topic, partition, offset) order, when given)."""
+    first ``limit`` in (topic, partition, offset) order, when given). The markers are
+    read by delta-rs; Spark joins the envelopes back only when there are some."""
+    config = pools.config
+    pools.refresh()
+    positions = pools.positions()
+    gone = mk.expired_marker_rows(pools.staging, config.name).sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
+    )
+    if limit is not None:
+        gone = gone.slice(0, limit)
+    if gone.num_rows == 0:
+        return []
     # deferred: pyspark
     from pyspark.sql import functions as F
 
-    config = pools.config
     spark = pools.spark
-    pools.refresh()
-    positions = pools.positions()
-    gone_df = mk.expired_markers(spark, pools.staging, config.name)
-    if limit is not None:
-        gone_df = gone_df.orderBy("topic", "partition", "offset").limit(limit)
-    gone = gone_df.toArrow()
-    if gone.num_rows == 0:
-        return []
     side = spark.createDataFrame(
         gone.select(["topic", "partition", "offset", "rule"]).rename_columns(
             ["__t", "__p", "__o", "__rule"]

@@ -118,13 +118,20 @@ def _array(table: pa.Table, name: str, type_: pa.DataType) -> pa.Array:
     return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
 
 
-def expired_markers(spark: SparkSession, staging: Pool, etl: str) -> DataFrame:
-    """``topic, partition, offset, rule, seqno`` of this ETL's expired markers (a full
-    scan of the staging markers: for inspection, not for a pass)."""
-    return (
-        markers_of(spark, staging, etl)
-        .where(f"marker.status = {quote(EXPIRED)}")
-        .select("marker.topic", "marker.partition", "marker.offset", "marker.rule", "seqno")
+def expired_marker_rows(staging: Pool, etl: str) -> pa.Table:
+    """``topic, partition, offset, rule, seqno`` of this ETL's expired markers in the
+    loaded staging snapshot, read by delta-rs (the ``seqno`` and ``marker`` columns only,
+    no Spark): for inspection, not for a pass."""
+    import pyarrow.dataset as ds  # deferred, like pyarrow's other optional modules
+
+    wanted = (ds.field("marker", "etl") == etl) & (ds.field("marker", "status") == EXPIRED)
+    table = staging.table.to_pyarrow_dataset().to_table(columns=["seqno", "marker"], filter=wanted)
+    marker = table.column("marker")
+    return pa.table(
+        {
+            **{name: pc.struct_field(marker, name) for name in ("topic", "partition", "offset", "rule")},
+            "seqno": table.column("seqno"),
+        }
     )
 
 

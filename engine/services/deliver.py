@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.services.service import Service, ServiceEvent, SparkSource, spark_factory
+from engine.services.service import Service, ServiceEvent
+from engine.spark import SparkSource, spark_factory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

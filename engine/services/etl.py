@@ -17,9 +17,8 @@ from engine.services.service import (
     Service,
     ServiceError,
     ServiceEvent,
-    SparkSource,
-    spark_factory,
 )
+from engine.spark import SparkSource, spark_factory
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig
@@ -74,7 +73,7 @@ class EtlService(Service["PassResult"]):
         if self._runner is None:
             from engine.etl.run import EtlRunner  # deferred: the ETL loads deltalake
 
-            self._runner = EtlRunner(self.config, self.lake, self._spark())
+            self._runner = EtlRunner(self.config, self.lake, self._spark)
         return self._runner
 
     def run_pass(self) -> PassResult:
@@ -105,7 +104,7 @@ class EtlService(Service["PassResult"]):
         return tuple(versions)
 
     def _run(self, stop: threading.Event) -> None:
-        self.runner()  # starts Spark in this thread, not in the caller's
+        _ = self.runner().spark  # starts Spark in this thread, not in the caller's
         self._running()
         seen: tuple[int, ...] | None = None
         last_pass = 0.0

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from engine.ingest.options import IngestInput, IngestOptions
 from engine.kafka.outage import BACK, UNREACHABLE
-from engine.services.service import Service, ServiceEvent, SparkSource
+from engine.services.service import Service, ServiceEvent
+from engine.spark import SparkSource
 
 if TYPE_CHECKING:
     from engine.ingest.loop import Ingest

@@ -21,12 +21,11 @@ from engine.services.service import (
     ServiceError,
     ServiceEvent,
     ServiceStatus,
-    SparkSource,
-    spark_factory,
 )
 from engine.settings.errors import NotConfiguredError
 from engine.settings.kafka import KafkaProfile, load_kafka_profile
 from engine.settings.registry import RegistryProfile, load_registry_profile
+from engine.spark import SparkSource, spark_factory
 
 if TYPE_CHECKING:
     from engine.ingest.options import IngestOptions

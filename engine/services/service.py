@@ -26,12 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Generic, Literal, TypeAlias, TypeVar
 
 from engine.errors import ZyncError, one_line
-from engine.settings.spark import load_spark_settings
-from engine.spark import get_spark
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from engine.deliver.status import DeliveryStatus
     from engine.etl.result import PassResult
     from engine.ingest.stats import IngestStats
@@ -50,8 +46,6 @@ RATE_WINDOW = 10.0
 #: A service's ``detail``: from-kafka's stats, the ETL's last pass, to-kafka's deliveries.
 ServiceDetail: TypeAlias = "IngestStats | PassResult | tuple[DeliveryStatus, ...] | None"
 
-#: A SparkSession, a factory of one, or None (the process's session, built when needed).
-SparkSource: TypeAlias = "SparkSession | Callable[[], SparkSession] | None"
 
 #: The type of a service's ``detail`` (each service fixes it).
 D = TypeVar("D", covariant=True)
@@ -104,20 +98,6 @@ class ServiceStatus(Generic[D]):
     @property
     def running(self) -> bool:
         return self.state in (STARTING, RUNNING, STOPPING)
-
-
-def spark_factory(spark: SparkSource) -> Callable[[], SparkSession]:
-    """A callable giving the process's SparkSession from a session, a factory or None."""
-    if spark is None:
-
-        def default() -> SparkSession:
-            return get_spark(load_spark_settings())
-
-        return default
-    if callable(spark) and not hasattr(spark, "sql"):
-        return spark
-    session = spark
-    return lambda: session  # type: ignore[return-value]  # a session, not a factory
 
 
 class Service(Generic[D]):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from engine.etl import EtlRunner, load_config
@@ -108,6 +110,14 @@ def test_invoice_scenario_batch_by_batch(spark, lake, writer) -> None:
     assert "nothing new to ETL" in again.summary()
     staging.refresh()
     assert staging.version == version
+    # nothing pending, nothing expired: a fresh runner answers from the Delta log and
+    # delta-rs without starting Spark (`zync pending`/`expired` start no JVM)
+    def no_spark() -> Any:
+        raise AssertionError("Spark was started to list nothing")
+
+    idle = EtlRunner(load_config(DEMO / "etl.yaml"), lake, no_spark)
+    assert idle.pending() == []
+    assert idle.expired() == []
     # the outputs are typed for SQL and to-kafka: the merged value type of both rules
     value_type = staging.spark_types(OUT)[1]
     assert value_type is not None

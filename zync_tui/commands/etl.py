@@ -32,7 +32,13 @@ LimitOpt = Annotated[
 ]
 
 
-def _runner(config: Path, lake: str | None, spark_master: str | None = None) -> EtlRunner:
+def _runner(
+    config: Path, lake: str | None, spark_master: str | None = None, *, spark_now: bool = True
+) -> EtlRunner:
+    """The ETL of ``config`` over the lake. ``spark_now``: start Spark before anything
+    else (a pass needs it: a missing Java or an unreachable master is said first);
+    otherwise only when needed (`pending` and `expired` answer without a JVM when there
+    is nothing to list)."""
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
     # `zync --help` stays fast (likewise in every command module)
     from engine.api import (
@@ -44,8 +50,10 @@ def _runner(config: Path, lake: str | None, spark_master: str | None = None) -> 
 
     etl_config = load_config(config)
     the_lake = open_lake(lake, must_exist="create pools with `zync pool create`, or pass --lake")
-    spark = get_spark(load_spark_settings(spark_master))  # a missing Java is a ZyncError
-    return EtlRunner(etl_config, the_lake, spark)
+    settings = load_spark_settings(spark_master)
+    if spark_now:
+        return EtlRunner(etl_config, the_lake, get_spark(settings))  # a missing Java is a ZyncError
+    return EtlRunner(etl_config, the_lake, lambda: get_spark(settings))
 
 
 def _short(text: str | None, limit: int = 60) -> str:
@@ -146,7 +154,7 @@ def pending(
 ) -> None:
     """List input records after the cursors that no rule has consumed yet."""
     with user_errors():
-        records = _runner(config, lake, spark_master).pending(limit=limit or None)
+        records = _runner(config, lake, spark_master, spark_now=False).pending(limit=limit or None)
         _print_records("pending", records, limit, as_json=as_json, with_value=False)
 
 
@@ -159,7 +167,7 @@ def expired(
 ) -> None:
     """List input records the ETL gave up on (expire-after), with their envelope."""
     with user_errors():
-        records = _runner(config, lake, spark_master).expired(limit=limit or None)
+        records = _runner(config, lake, spark_master, spark_now=False).expired(limit=limit or None)
         _print_records("expired", records, limit, as_json=as_json, with_value=True)
 
 

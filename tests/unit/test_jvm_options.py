@@ -1,0 +1,34 @@
+"""``$ZYNC_JVM_OPTS`` reaches every JVM zync starts: the embedded broker's command line
+and Spark's driver and executor options (after zync's own, so they can override them)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from engine.jvm.java import JVM_OPTS_VAR, extra_options
+
+
+def test_options_are_split_as_a_shell_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(JVM_OPTS_VAR, raising=False)
+    assert extra_options() == []
+    monkeypatch.setenv(JVM_OPTS_VAR, "-XX:TieredStopAtLevel=1 '-Dsome.path=/a b/c'")
+    assert extra_options() == ["-XX:TieredStopAtLevel=1", "-Dsome.path=/a b/c"]
+
+
+def test_the_broker_and_spark_get_them(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from engine.local import broker
+    from engine.settings.spark import SparkSettings
+    from engine.spark import _builder_conf
+
+    monkeypatch.setenv(JVM_OPTS_VAR, "-Xss2m -XX:TieredStopAtLevel=1")
+    monkeypatch.setattr(broker.artifacts, "classpath", lambda name: [])
+    argv = broker._java_argv("kafka.Kafka", "server.properties", log_dir=tmp_path)
+    assert argv.index("-XX:TieredStopAtLevel=1") < argv.index("kafka.Kafka")
+    assert "-Xss2m" in argv
+    conf = _builder_conf(SparkSettings(master="local[2]"))
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        options = shlex.split(conf[key])
+        assert options[0].startswith("-Dlog4j2.configurationFile=")
+        assert options[1:] == ["-Xss2m", "-XX:TieredStopAtLevel=1"]
