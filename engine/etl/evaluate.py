@@ -77,13 +77,25 @@ def plan_pass(
         cold = read.fresh_records(pools, positions)
         if cold is None:
             return empty_plan(positions)
-        fresh = cold
-        with timings.phase("read"):
-            done = read.done_markers(pools, positions)
-    with timings.phase("evaluate"):
-        evaluated = _evaluate(pools, checked, fresh, done, warm)
-    with timings.phase("decide"):
-        return _decided(pools, positions, evaluated, fresh, warm, done)
+        # deferred: pyspark
+        from pyspark import StorageLevel
+
+        # The statement reads the input in several places, and delta-spark would list and
+        # filter the table's files at each (a Spark job each): read once, kept until the
+        # plan is released (Plan.release, after the outputs that are computed from it).
+        fresh = cold.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        if warm is None:
+            with timings.phase("read"):
+                done = read.done_markers(pools, positions)
+        with timings.phase("evaluate"):
+            evaluated = _evaluate(pools, checked, fresh, done, warm)
+        with timings.phase("decide"):
+            return _decided(pools, positions, evaluated, fresh, warm, done)
+    except BaseException:
+        if warm is None:
+            fresh.unpersist()
+        raise
 
 
 @dataclass
@@ -226,6 +238,8 @@ def _with_read(
         plan.read_from = warm.source
     else:
         plan.fresh = fresh
+        if fresh is not None:
+            plan.release_read = fresh.unpersist
     return plan
 
 

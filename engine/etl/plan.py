@@ -82,6 +82,9 @@ class Plan:
     #: engine.etl.evaluate.WarmRead).
     read_from: ReadFrom = "spark"
     done: pa.Table | None = None
+    #: Unpersists the cold input (:attr:`fresh`); after :attr:`release_result`, since
+    #: Spark drops the caches built on a cache it uncaches.
+    release_read: Callable[[], Any] | None = None
 
     @property
     def empty(self) -> bool:
@@ -96,6 +99,9 @@ class Plan:
         if self.release_result is not None:
             self.release_result()
             self.release_result = None
+        if self.release_read is not None:
+            self.release_read()
+            self.release_read = None
 
 
 def empty_plan(positions: Positions) -> Plan:
