@@ -33,6 +33,8 @@ from engine.jvm.artifacts import cache_dir as jvm_cache_dir
 from engine.jvm.artifacts import declared_sets as jvm_artifact_sets
 from engine.jvm.artifacts import fetch as fetch_jvm_artifacts
 from engine.jvm.artifacts import resolved as jvm_resolved
+from engine.jvm.class_archive import ClassArchive, ClassArchiveError
+from engine.jvm.class_archive import enabled as class_archives_enabled
 from engine.jvm.java import JavaNotFoundError
 from engine.kafka.clients import (
     KafkaRefused,
@@ -77,6 +79,7 @@ from engine.lake.maintenance import (
 from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
 from engine.lake.query import Catalog, query
 from engine.lake.shaper import Shaper
+from engine.local.broker import make_class_archive as make_broker_class_archive
 from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
 from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
 from engine.local.stack import ComponentStatus, StackReport
@@ -117,6 +120,7 @@ from engine.settings.registry import RegistryProfile, load_registry_profile
 from engine.settings.spark import SparkSettings, load_spark_settings
 from engine.settings.storage import StorageSettings, load_storage_settings
 from engine.spark import get_spark
+from engine.spark import make_class_archive as make_spark_class_archive
 
 __all__ = [
     # errors: every one the CLI and the console catch; messages are one line of words
@@ -158,6 +162,12 @@ __all__ = [
     "jvm_artifact_sets",
     "jvm_cache_dir",
     "jvm_resolved",
+    # class archives `zync setup` makes, so JVMs start faster (engine/jvm/class_archive.py)
+    "ClassArchive",
+    "ClassArchiveError",
+    "class_archives_enabled",
+    "make_broker_class_archive",
+    "make_spark_class_archive",
     # dev stack: the embedded broker and registry (`zync dev up|down|status`)
     "DEV_READY_TIMEOUT",
     "DEV_STOP_TIMEOUT",

@@ -30,7 +30,9 @@ import os
 import re
 import shlex
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from importlib import resources
@@ -38,8 +40,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from engine.errors import ZyncError
-from engine.jvm import artifacts
-from engine.jvm.java import extra_options, resolve_java
+from engine.jvm import artifacts, class_archive
+from engine.jvm.class_archive import ClassArchiveError, spark_classpath
+from engine.jvm.java import JVM_OPTS_VAR, extra_options, resolve_java
 from engine.settings.home import zync_home
 from engine.settings.spark import SparkSettings, load_spark_settings
 
@@ -190,7 +193,13 @@ def s3_jars() -> list[Path]:
 
 
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
-    log4j = shlex.join([f"-Dlog4j2.configurationFile=file:{_log4j_config()}", *extra_options()])
+    log4j_option = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+    log4j = shlex.join([log4j_option, *extra_options()])
+    # the driver (this process's JVM) maps the class archive of Spark's jars when one was
+    # made; executors on a cluster run another class path
+    driver = shlex.join(
+        [log4j_option, *extra_options(), *class_archive.use_options("spark", spark_classpath())]
+    )
     jars = delta_jars()
     s3: dict[str, str] = {}
     if _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES:
@@ -208,7 +217,7 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.memory": "2g",
-        "spark.driver.extraJavaOptions": log4j,
+        "spark.driver.extraJavaOptions": driver,
         "spark.executor.extraJavaOptions": log4j,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
@@ -334,3 +343,72 @@ def _quiet_query_context_loggers() -> None:
     loggers; zync reports those failures itself, in words, so they are turned off."""
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).disabled = True
+
+
+def make_class_archive(timeout: float = 600.0) -> class_archive.ClassArchive:
+    """The Spark driver's class archive (:mod:`engine.jvm.class_archive`), made unless it
+    exists: a session started as every session is, in a child process, runs
+    :func:`_archive_workload`; its JVM writes the archive as it exits. Raises
+    :class:`ClassArchiveError`."""
+
+    def run(jvm_options: list[str]) -> int:
+        env = {**os.environ, JVM_OPTS_VAR: shlex.join([*extra_options(), *jvm_options])}
+        code = "from engine.spark import _archive_workload; _archive_workload()"
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                timeout=timeout,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise ClassArchiveError(
+                f"the Spark session for the class archive took over {timeout:.0f} s"
+            ) from None
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        if done.returncode != 0 or not lines or not lines[-1].isdigit():
+            raise ClassArchiveError(
+                "the Spark session for the class archive failed: "
+                + (lines[-1] if lines else f"exit code {done.returncode}")
+            )
+        return int(lines[-1])
+
+    return class_archive.make("spark", spark_classpath(), run)
+
+
+def _archive_workload() -> None:
+    """Work like a pass's (an Arrow frame in, JSON decoded, joins, a window, a union, a
+    Delta table written and read, Arrow out) in a local session, so its JVM loads the
+    classes every session needs; prints the JVM's process id. Run by
+    :func:`make_class_archive` in a process of its own: the JVM exits after it."""
+    import pyarrow as pa  # deferred: pyarrow, only for this workload
+
+    spark = get_spark(SparkSettings(master="local[2]", app_name="zync-class-archive"))
+    rows = pa.table(
+        {
+            "seqno": pa.array(range(200), pa.int64()),
+            "value": pa.array([f'{{"ID": {i % 40}, "Amount": {i}.5}}' for i in range(200)]),
+        }
+    )
+    spark.createDataFrame(rows).createOrReplaceTempView("zync_archive_rows")
+    statement = """
+        WITH decoded AS (
+            SELECT seqno, from_json(value, 'ID BIGINT, Amount DOUBLE') AS v
+            FROM zync_archive_rows
+        ), firsts AS (
+            SELECT v.ID AS id, min(seqno) AS first FROM decoded GROUP BY v.ID
+        ), numbered AS (
+            SELECT /*+ BROADCAST(f) */ d.seqno, d.v, f.first,
+                   row_number() OVER (PARTITION BY d.v.ID ORDER BY d.seqno) AS n
+            FROM decoded d JOIN firsts f ON d.v.ID = f.id
+        )
+        SELECT seqno, to_json(named_struct('id', v.ID, 'n', n)) AS out FROM numbered
+        WHERE n > 1
+        UNION ALL
+        SELECT d.seqno, CAST(NULL AS STRING) FROM decoded d
+        LEFT ANTI JOIN numbered x ON d.seqno = x.seqno
+    """
+    result = spark.sql(statement)
+    result.toArrow()
+    with tempfile.TemporaryDirectory(prefix="zync-class-archive-") as tmp:
+        result.write.format("delta").mode("overwrite").save(tmp)
+        spark.read.format("delta").load(tmp).where("seqno >= 100").toArrow()
+    print(spark._jvm.java.lang.ProcessHandle.current().pid(), flush=True)  # type: ignore[union-attr]

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Final
 
-from engine.jvm import artifacts
+from engine.jvm import artifacts, class_archive
 from engine.jvm.java import extra_options, resolve_java
 from engine.local.processes import (
     HOST,
@@ -31,6 +32,7 @@ from engine.local.processes import (
     Process,
     free_port,
     start,
+    stop_process,
     tcp_open,
 )
 
@@ -65,12 +67,15 @@ class BrokerOptions:
 
     ``listeners``: extra client listeners (SSL, SASL_PLAINTEXT, SASL_SSL); ``properties``:
     more ``server.properties`` lines (keystores, JAAS configs, ...), winning over ours;
-    ``scram_users``: ``(mechanism, user, password)`` credentials added at format time.
+    ``scram_users``: ``(mechanism, user, password)`` credentials added at format time;
+    ``jvm_options``: options for the broker's JVM instead of its class archive's
+    (:func:`make_class_archive` passes the ones that write it).
     """
 
     listeners: tuple[Listener, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
     scram_users: tuple[tuple[str, str, str], ...] = ()
+    jvm_options: tuple[str, ...] = ()
 
 
 def cluster_id() -> str:
@@ -122,8 +127,13 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-def _java_argv(main: str, *args: str, log_dir: Path) -> list[str]:
-    classpath = ":".join(str(jar) for jar in artifacts.classpath("kafka"))
+def _java_argv(
+    main: str, *args: str, log_dir: Path, jvm_options: Sequence[str] = ()
+) -> list[str]:
+    """A Kafka JVM's command line: zync's options, ``$ZYNC_JVM_OPTS``, and either
+    ``jvm_options`` or the class archive of Kafka's class path, when one was made."""
+    jars = artifacts.classpath("kafka")
+    classpath = ":".join(str(jar) for jar in jars)
     log4j = resources.files("engine.local").joinpath("broker-log4j2.properties")
     return [
         str(resolve_java().binary),
@@ -131,6 +141,7 @@ def _java_argv(main: str, *args: str, log_dir: Path) -> list[str]:
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
         *extra_options(),
+        *(jvm_options or class_archive.use_options("kafka", jars)),
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         f"-Dkafka.logs.dir={log_dir}",
@@ -213,7 +224,9 @@ def start_broker(
             format_storage(data_dir, config, options)
         with log_file.open("ab") as log:
             return subprocess.Popen(
-                _java_argv("kafka.Kafka", str(config), log_dir=data_dir),
+                _java_argv(
+                    "kafka.Kafka", str(config), log_dir=data_dir, jvm_options=options.jvm_options
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -225,3 +238,54 @@ def start_broker(
         return broker_ready(proc.address, wait)
 
     return start(BROKER, data_dir, port, DEFAULT_BROKER_PORT, launch, ready, timeout)
+
+
+def make_class_archive() -> class_archive.ClassArchive:
+    """The broker's class archive (:mod:`engine.jvm.class_archive`), made unless it
+    exists: a broker started in a temporary directory, a record written in a transaction
+    and read back committed, then the broker stopped (it writes the archive as it exits).
+    Raises :class:`engine.jvm.class_archive.ClassArchiveError` or
+    :class:`DevStackError`."""
+    jars = artifacts.classpath("kafka")
+
+    def run(jvm_options: list[str]) -> None:
+        with tempfile.TemporaryDirectory(prefix="zync-class-archive-") as tmp:
+            proc = start_broker(
+                Path(tmp), port=0, options=BrokerOptions(jvm_options=tuple(jvm_options))
+            )
+            try:
+                _round_trip(proc.address)
+            finally:
+                stop_process(proc, timeout=60.0)  # it writes the archive as it exits
+
+    return class_archive.make("kafka", jars, run)
+
+
+def _round_trip(address: str, timeout: float = 60.0) -> None:
+    """One record produced in a transaction and consumed read-committed: the broker
+    loads the classes of topics, transactions and consumer groups."""
+    from confluent_kafka import Consumer, Producer  # deferred: librdkafka loads slowly
+
+    topic = "zync-class-archive"
+    # log_level 3: errors only (a fresh coordinator answers "load in progress" at first)
+    producer = Producer({"bootstrap.servers": address, "transactional.id": topic, "log_level": 3})
+    producer.init_transactions(timeout)
+    producer.begin_transaction()
+    producer.produce(topic, b"zync")
+    producer.commit_transaction(timeout)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": address,
+            "group.id": topic,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        message = consumer.poll(timeout)
+        if message is None or message.error() is not None:
+            raise DevStackError(f"the class-archive broker at {address} returned no record")
+        consumer.commit(message=message, asynchronous=False)
+    finally:
+        consumer.close()

@@ -31,4 +31,7 @@ def test_the_broker_and_spark_get_them(monkeypatch: pytest.MonkeyPatch, tmp_path
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         options = shlex.split(conf[key])
         assert options[0].startswith("-Dlog4j2.configurationFile=")
-        assert options[1:] == ["-Xss2m", "-XX:TieredStopAtLevel=1"]
+        assert options[1:3] == ["-Xss2m", "-XX:TieredStopAtLevel=1"]
+        # then, for the driver only, its class archive when one was made
+        assert all(o.startswith("-XX:SharedArchiveFile=") for o in options[3:])
+    assert len(shlex.split(conf["spark.executor.extraJavaOptions"])) == 3
