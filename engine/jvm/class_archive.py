@@ -11,7 +11,9 @@ An archive holds only the classes of the JVM's own class path (Spark's jars insi
 pyspark; the broker's ``-cp``), and is valid only for the Java build and that exact class
 path, in its order, each jar at its size and modification time. Its file name is a digest
 of all of those (:func:`archive_path`), so an archive made for another Java or for other
-jars is never handed to a JVM; a new one is made beside it and the old ones removed.
+jars is never handed to a JVM; a new one is made beside it. Several checkouts or virtual
+environments on one machine each keep theirs: a JVM given an archive marks it used, and
+an archive unused for :data:`KEEP_UNUSED_DAYS` is removed when another is made.
 
 ``zync setup`` makes them (:func:`make`), in zync's JVM cache next to the artifacts
 (``<cache>/class-archives``); the README's set-up commands run it. ``$ZYNC_CLASS_ARCHIVES``
@@ -40,6 +42,9 @@ SWITCH_VAR = "ZYNC_CLASS_ARCHIVES"
 KINDS = ("spark", "kafka")
 
 _OFF = frozenset({"off", "0", "false", "no"})
+
+#: An archive no JVM was given for this many days is removed when another is made.
+KEEP_UNUSED_DAYS = 14
 
 
 class ClassArchiveError(ZyncError):
@@ -107,7 +112,11 @@ def use_options(kind: str, classpath: Sequence[Path]) -> list[str]:
     if not enabled():
         return []
     path = archive_path(kind, classpath)
-    return [f"-XX:SharedArchiveFile={path}"] if path.is_file() else []
+    if not path.is_file():
+        return []
+    with contextlib.suppress(OSError):  # marks it used; a read-only cache keeps it anyway
+        os.utime(path)
+    return [f"-XX:SharedArchiveFile={path}"]
 
 
 def dump_options(target: Path) -> list[str]:
@@ -140,8 +149,8 @@ def make(
     ``run(options)`` starts the JVM with ``options`` on that class path, gives it some
     representative work and makes it exit (the JDK writes the archive as the JVM exits);
     it returns the JVM's process id when the JVM may outlive ``run``, which then waits
-    for it. The archive appears under its final name only when complete, and replaces
-    the archives of ``kind`` made for other jars or another Java. Raises
+    for it. The archive appears under its final name only when complete; archives of
+    ``kind`` unused for :data:`KEEP_UNUSED_DAYS` go. Raises
     :class:`ClassArchiveError`."""
     path = archive_path(kind, classpath)
     if path.is_file():
@@ -158,9 +167,11 @@ def make(
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
+    unused_since = time.time() - KEEP_UNUSED_DAYS * 86_400
     for old in path.parent.glob(f"{kind}-*.jsa"):
-        if old != path:
-            old.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if old != path and old.stat().st_mtime < unused_since:
+                old.unlink()
     return ClassArchive(kind, path, new=True)
 
 

@@ -1,10 +1,11 @@
 """Class archives (engine.jvm.class_archive): named after the Java and the exact class
-path, handed to a JVM only when made for both, made atomically, old ones replaced, and
+path, handed to a JVM only when made for both, made atomically, kept while used, and
 none at all with ``$ZYNC_CLASS_ARCHIVES=off``."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ def test_made_once_then_handed_to_the_jvm(jars: list[Path]) -> None:
     assert [p.name for p in archive.path.parent.iterdir()] == [archive.path.name]  # no partial
 
 
-def test_an_archive_for_other_jars_is_replaced_and_other_kinds_kept(jars: list[Path]) -> None:
+def test_archives_for_other_jars_stay_until_unused_for_long(jars: list[Path]) -> None:
     run, _ = _writes()
     old = make("spark", jars, run).path
     kafka = make("kafka", jars, run).path
@@ -74,9 +75,26 @@ def test_an_archive_for_other_jars_is_replaced_and_other_kinds_kept(jars: list[P
     assert use_options("spark", jars) == []  # never the old one
     new = make("spark", jars, run).path
     assert new != old
-    assert new.is_file()
-    assert not old.exists()
+    assert old.is_file()  # another checkout may still use it
     assert kafka.is_file()
+    long_ago = time.time() - (class_archive.KEEP_UNUSED_DAYS + 1) * 86_400
+    os.utime(old, (long_ago, long_ago))
+    os.utime(kafka, (long_ago, long_ago))
+    jars[1].write_bytes(b"yet another jar")
+    newest = make("spark", jars, run).path
+    assert not old.exists()  # unused for long: removed
+    assert new.is_file()
+    assert newest.is_file()
+    assert kafka.is_file()  # another kind: left alone
+
+
+def test_a_jvm_given_an_archive_marks_it_used(jars: list[Path]) -> None:
+    run, _ = _writes()
+    path = make("spark", jars, run).path
+    long_ago = time.time() - 30 * 86_400
+    os.utime(path, (long_ago, long_ago))
+    assert use_options("spark", jars) == [f"-XX:SharedArchiveFile={path}"]
+    assert path.stat().st_mtime > time.time() - 60
 
 
 def test_a_jvm_that_writes_nothing_is_an_error_and_leaves_nothing(jars: list[Path]) -> None:
