@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run zync's checks, then its whole test suite (unit, integration, slow), in the project's .venv.
-# The checks come first and fail the run: ruff (lint), mypy (types), lint-imports (the import
-# contracts), all configured in pyproject.toml, and the layout test (tests/unit/test_boundaries.py:
-# every module of engine, zync_tui and demo). pytest then runs on three workers (pytest-xdist;
+# The checks come first, while `zync setup` prepares the JVM side, and fail the run: ruff
+# (lint), mypy (types), lint-imports (the import contracts), all configured in pyproject.toml,
+# and the layout test (tests/unit/test_boundaries.py: every module of engine, zync_tui and
+# demo). pytest then runs on three workers (pytest-xdist;
 # each test file stays on one worker, the longest files first — tests/conftest.py orders them
 # by their `slow(seconds=…)` marks, and --no-loadscope-reorder keeps that order: xdist would
 # otherwise start the files with the most tests first, which are the quick ones; most tests
@@ -14,8 +15,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/venv.sh"
 cd "$root"
 bin="$root/.venv/bin"
-# the S3 lake tests run Spark over s3a: hadoop-aws and the AWS SDK (~600 MB, fetched once)
-"$bin/zync" setup --quiet --with s3
+# `zync setup` (the JVM artifacts, with the optional set the S3 lake tests need for Spark
+# over s3a, and the class archives) runs beside the checks, which need none of it; the run
+# waits for it before pytest, and stops it if a check fails first
+"$bin/zync" setup --quiet --with s3 &
+setup_pid=$!
+trap 'kill "$setup_pid" 2>/dev/null || true' EXIT
 
 echo "== ruff" >&2
 "$bin/ruff" check --quiet .
@@ -26,6 +31,9 @@ echo "== lint-imports" >&2
 echo "== layout" >&2
 "$bin/python" -m pytest --quiet --no-header -p no:cacheprovider tests/unit/test_boundaries.py
 
+echo "== zync setup" >&2
+wait "$setup_pid"
+trap - EXIT
 echo "== pytest" >&2
 exec "$bin/python" -m pytest -n "${ZYNC_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
   --durations=25 "$@"
