@@ -4,7 +4,8 @@
 #      (editable); it is re-synced only when the lock or pyproject.toml changed;
 #   2. the JVM artifacts declared in engine/jvm/artifacts.toml (delta-spark, Apache Kafka,
 #      Spark's Kafka source, ...) are resolved into zync's cache by `zync setup`
-#      (Maven when installed, else Ivy); afterwards zync runs offline.
+#      (Maven when installed, else Ivy), which also makes the class archives of Spark's
+#      driver and the broker (about a minute, once per .venv); afterwards zync runs offline.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
