@@ -193,13 +193,10 @@ def s3_jars() -> list[Path]:
 
 
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
-    log4j_option = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
-    log4j = shlex.join([log4j_option, *extra_options()])
+    executor = [f"-Dlog4j2.configurationFile=file:{_log4j_config()}", *extra_options()]
     # the driver (this process's JVM) maps the class archive of Spark's jars when one was
     # made; executors on a cluster run another class path
-    driver = shlex.join(
-        [log4j_option, *extra_options(), *class_archive.use_options("spark", spark_classpath())]
-    )
+    driver = [*executor, *class_archive.use_options("spark", spark_classpath())]
     jars = delta_jars()
     s3: dict[str, str] = {}
     if _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES:
@@ -217,8 +214,8 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.memory": "2g",
-        "spark.driver.extraJavaOptions": driver,
-        "spark.executor.extraJavaOptions": log4j,
+        "spark.driver.extraJavaOptions": shlex.join(driver),
+        "spark.executor.extraJavaOptions": shlex.join(executor),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
         "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
@@ -351,7 +348,7 @@ def make_class_archive(timeout: float = 600.0) -> class_archive.ClassArchive:
     :func:`_archive_workload`; its JVM writes the archive as it exits. Raises
     :class:`ClassArchiveError`."""
 
-    def run(jvm_options: list[str]) -> int:
+    def run(jvm_options: list[str]) -> None:
         env = {**os.environ, JVM_OPTS_VAR: shlex.join([*extra_options(), *jvm_options])}
         code = "from engine.spark import _archive_workload; _archive_workload()"
         try:
@@ -363,13 +360,12 @@ def make_class_archive(timeout: float = 600.0) -> class_archive.ClassArchive:
             raise ClassArchiveError(
                 f"the Spark session for the class archive took over {timeout:.0f} s"
             ) from None
-        lines = (done.stdout + done.stderr).strip().splitlines()
-        if done.returncode != 0 or not lines or not lines[-1].isdigit():
+        if done.returncode != 0:
+            lines = (done.stdout + done.stderr).strip().splitlines()
             raise ClassArchiveError(
                 "the Spark session for the class archive failed: "
                 + (lines[-1] if lines else f"exit code {done.returncode}")
             )
-        return int(lines[-1])
 
     return class_archive.make("spark", spark_classpath(), run)
 
@@ -377,8 +373,8 @@ def make_class_archive(timeout: float = 600.0) -> class_archive.ClassArchive:
 def _archive_workload() -> None:
     """Work like a pass's (an Arrow frame in, JSON decoded, joins, a window, a union, a
     Delta table written and read, Arrow out) in a local session, so its JVM loads the
-    classes every session needs; prints the JVM's process id. Run by
-    :func:`make_class_archive` in a process of its own: the JVM exits after it."""
+    classes every session needs; then stops the JVM and waits until it exited. Run by
+    :func:`make_class_archive` in a process of its own."""
     import pyarrow as pa  # deferred: pyarrow, only for this workload
 
     spark = get_spark(SparkSettings(master="local[2]", app_name="zync-class-archive"))
@@ -411,4 +407,9 @@ def _archive_workload() -> None:
     with tempfile.TemporaryDirectory(prefix="zync-class-archive-") as tmp:
         result.write.format("delta").mode("overwrite").save(tmp)
         spark.read.format("delta").load(tmp).where("seqno >= 100").toArrow()
-    print(spark._jvm.java.lang.ProcessHandle.current().pid(), flush=True)  # type: ignore[union-attr]
+    # the JVM writes the archive as it exits, which it does when its stdin closes: wait for
+    # it here, so the archive is complete when this process ends
+    jvm = spark.sparkContext._gateway.proc  # type: ignore[union-attr]
+    stop_spark()
+    jvm.stdin.close()
+    jvm.wait(timeout=300)

@@ -37,10 +37,6 @@ from engine.jvm.java import resolve_java
 #: ``off`` (or ``0``, ``false``, ``no``): no archive is passed to a JVM or made.
 SWITCH_VAR = "ZYNC_CLASS_ARCHIVES"
 
-#: The JVMs that get an archive: Spark's driver and the embedded broker (with its
-#: storage-format tool, which runs the same class path).
-KINDS = ("spark", "kafka")
-
 _OFF = frozenset({"off", "0", "false", "no"})
 
 #: An archive no JVM was given for this many days is removed when another is made.
@@ -137,20 +133,13 @@ def spark_classpath() -> list[Path]:
     return [conf, *(jars / name for name in names)]
 
 
-def make(
-    kind: str,
-    classpath: Sequence[Path],
-    run: Callable[[list[str]], int | None],
-    *,
-    timeout: float = 120.0,
-) -> ClassArchive:
+def make(kind: str, classpath: Sequence[Path], run: Callable[[list[str]], None]) -> ClassArchive:
     """Make the archive of ``kind`` for ``classpath`` unless it exists, and return it.
 
     ``run(options)`` starts the JVM with ``options`` on that class path, gives it some
-    representative work and makes it exit (the JDK writes the archive as the JVM exits);
-    it returns the JVM's process id when the JVM may outlive ``run``, which then waits
-    for it. The archive appears under its final name only when complete; archives of
-    ``kind`` unused for :data:`KEEP_UNUSED_DAYS` go. Raises
+    representative work and returns once the JVM has exited (the JDK writes the archive
+    as the JVM exits). The archive appears under its final name only when complete;
+    archives of ``kind`` unused for :data:`KEEP_UNUSED_DAYS` go. Raises
     :class:`ClassArchiveError`."""
     path = archive_path(kind, classpath)
     if path.is_file():
@@ -159,9 +148,7 @@ def make(
     partial = path.with_name(f".{path.stem}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)
     try:
-        pid = run(dump_options(partial))
-        if pid is not None:
-            _wait_gone(pid, timeout)
+        run(dump_options(partial))
         if not partial.is_file() or partial.stat().st_size == 0:
             raise ClassArchiveError(f"the {kind} JVM exited without writing its class archive")
         os.replace(partial, path)
@@ -173,16 +160,3 @@ def make(
             if old != path and old.stat().st_mtime < unused_since:
                 old.unlink()
     return ClassArchive(kind, path, new=True)
-
-
-def _wait_gone(pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            pass
-        time.sleep(0.1)
-    raise ClassArchiveError(f"the JVM (pid {pid}) did not exit within {timeout:.0f} s")
