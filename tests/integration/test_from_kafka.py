@@ -9,7 +9,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -283,28 +282,44 @@ def test_shaper_reshapes_filters_and_dead_letters_failing_records(kafka, lake: L
 
 
 def test_two_concurrent_processes_on_the_same_input_ingest_exactly_once(kafka, lake: Lake) -> None:
+    """Two `from-kafka` processes on one topic and pool, no workers group: both read every
+    partition and race to commit the same records; the pool keeps each exactly once."""
     topic = name("shared")
     clients.ensure_topic(kafka, topic, partitions=3)
     lake.create_pool("shared")
-    total = 12_000
+    total, chunk = 12_000, 500
     env = dict(os.environ, ZYNC_KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap_servers, ZYNC_LAKE=str(lake.root))
     cmd = [sys.executable, "-m", "zync_tui.commands.ingest", "from-kafka", "-t", topic, "-p", "shared",
            "--max-records", "300", "--interval", "100ms", "--exit-after", "3s", "--quiet"]
     procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) for _ in range(2)]
 
-    def produce() -> None:  # while both run, so they really race
-        producer = clients.producer(kafka)
-        for i in range(total):
-            producer.produce(topic, value=json.dumps({"i": i}).encode(), partition=i % 3)
-            if i % 500 == 499:
-                producer.flush(10)
-                time.sleep(0.05)
-        producer.flush(30)
+    def history() -> tuple[set[str], int]:
+        """The processes that committed so far, and how many records the pool holds."""
+        table = DeltaTable(str(lake.pool_path("shared")))
+        writers = {
+            entry.get("zync.pid") or "?" for entry in table.history() if entry.get("zync.app") == "from-kafka"
+        }
+        return writers, table.to_pyarrow_table(columns=["seqno"]).num_rows
 
-    time.sleep(1.0)
-    producer = threading.Thread(target=produce)
-    producer.start()
-    producer.join()
+    # One chunk at a time, each waited for until it is in the pool, until both processes have
+    # committed (a process that starts late under load still gets records to race for); the rest
+    # in one go.
+    producer = clients.producer(kafka)
+    produced = 0
+    deadline = time.monotonic() + 90
+    while produced < total:
+        for i in range(produced, produced + chunk):
+            producer.produce(topic, value=json.dumps({"i": i}).encode(), partition=i % 3)
+        producer.flush(30)
+        produced += chunk
+        writers, held = history()
+        if len(writers) == 2:
+            continue
+        while held < produced:
+            assert time.monotonic() < deadline, f"the pool holds {held} of {produced} records"
+            assert all(proc.poll() is None for proc in procs), "a process exited early"
+            time.sleep(0.05)
+            writers, held = history()
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
@@ -314,11 +329,7 @@ def test_two_concurrent_processes_on_the_same_input_ingest_exactly_once(kafka, l
     assert len(keys) == len(set(keys)) == total
     assert [r["seqno"] for r in rows] == list(range(total))
     assert sorted(json.loads(r["value"])["i"] for r in rows) == list(range(total))
-    writers = {
-        (entry.get("zync.pid") or "?")
-        for entry in DeltaTable(str(lake.pool_path("shared"))).history()
-        if entry.get("zync.app") == "from-kafka"
-    }
+    writers, _ = history()
     assert len(writers) == 2, f"both processes should have committed: {writers}"
 
 
