@@ -4,123 +4,131 @@
 through this module, so what they rely on is listed in one place (``__all__``, grouped
 below) with its real types. Scripts, tests and benchmarks may use it too.
 
-Importing it imports the engine modules it names (pyarrow, delta-rs and confluent-kafka
-come with them; pyspark, polars and the registry's client are still deferred by those
-modules until used) and starts nothing: no directories, no logging set-up, no Spark, no
-processes. That takes a second, so the CLI imports it inside its command functions, to
-keep `zync --help` fast.
+Importing it starts nothing (no directories, no logging set-up, no Spark, no processes)
+and loads no engine module: a name is imported from the module that defines it when it is
+first used (PEP 562), so ``from engine.api import Ingest`` loads the from-kafka loop and
+not the ETL or to-kafka — the engine's modules together take most of a second to import,
+which every CLI command would pay. Where each name comes from is written once, as the
+imports under ``TYPE_CHECKING`` below: type checkers read them, and :func:`__getattr__`
+reads them too (tests/unit/test_api.py checks they and ``__all__`` name the same).
 """
 
 from __future__ import annotations
 
-# The names, grouped and explained, are in __all__ below.
-from engine import __version__
-from engine.deliver.loop import Output as DeliveryOutput
-from engine.deliver.loop import config_outputs, deliver_outputs
-from engine.deliver.status import DeliveryEvent, DeliveryStatus
-from engine.durations import format_seconds, parse_seconds
-from engine.errors import ZyncError, one_line
-from engine.etl.config import EtlConfig
-from engine.etl.config_file import load_config
-from engine.etl.expiry import format_age
-from engine.etl.result import ExpiredRecord, PassResult, PendingRecord, counts_line
-from engine.etl.run import EtlRunner, run_pass
-from engine.ingest.loop import Ingest
-from engine.ingest.options import IngestInput, IngestOptions, load_inputs
-from engine.ingest.stats import CommitInfo, IngestStats
-from engine.jvm.artifacts import SETUP_COMMAND, ArtifactSet, Resolved
-from engine.jvm.artifacts import cache_dir as jvm_cache_dir
-from engine.jvm.artifacts import declared_sets as jvm_artifact_sets
-from engine.jvm.artifacts import fetch as fetch_jvm_artifacts
-from engine.jvm.artifacts import resolved as jvm_resolved
-from engine.jvm.class_archive import ClassArchive, ClassArchiveError
-from engine.jvm.class_archive import enabled as class_archives_enabled
-from engine.jvm.java import JavaNotFoundError
-from engine.kafka.clients import (
-    KafkaRefused,
-    KafkaUnavailable,
-    check_reachable,
-    consumer,
-    ensure_topic,
-    producer,
-    topic_partitions,
-    watermarks,
-)
-from engine.kafka.codecs.decoder import RecordDecoder
-from engine.kafka.codecs.detect import sniff as sniff_format
-from engine.kafka.codecs.formats import Format
-from engine.kafka.consume import BEGINNING as CONSUME_BEGINNING
-from engine.kafka.consume import END as CONSUME_END
-from engine.kafka.consume import BadRecord, ConsumeOptions, consume
-from engine.kafka.consume import dumps as consumed_json
-from engine.kafka.produce import ProduceOptions, ProduceReport, produce
-from engine.kafka.produce import describe as describe_produce
-from engine.kafka.produce import encode as encode_records
-from engine.kafka.produce import prepare as prepare_records
-from engine.kafka.produce import record_name as avro_record_name
-from engine.kafka.produce import register as register_schemas
-from engine.kafka.produce_input import InputRecord, load_schema_file
-from engine.kafka.produce_input import load_records as load_input_records
-from engine.kafka.produce_input import read_sources as read_input_sources
-from engine.kafka.registry_client import RegistrySchemas
-from engine.kafka.typemap.infer import infer_avro_schema
-from engine.kafka.typemap.to_spark import json_value_to_spark
-from engine.lake.commit_guard import LakeAccessError, UnsafeLakeError
-from engine.lake.envelope import record_rows
-from engine.lake.location import Location, resolve_lake
-from engine.lake.maintenance import (
-    CompactResult,
-    VacuumResult,
-    checkpoint,
-    compact,
-    last_checkpoint,
-    vacuum,
-)
-from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
-from engine.lake.query import Catalog, query
-from engine.lake.shaper import Shaper
-from engine.local.broker import make_class_archive as make_broker_class_archive
-from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
-from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
-from engine.local.stack import ComponentStatus, StackReport
-from engine.local.stack import down as dev_down
-from engine.local.stack import status as dev_status
-from engine.local.stack import up as dev_up
-from engine.observe.observer import Observer
-from engine.observe.reports import (
-    DeadLetter,
-    EtlReport,
-    EtlSnapshot,
-    RecordRow,
-    TopicSnapshot,
-    TopicsReport,
-)
-from engine.services.deliver import ToKafkaService
-from engine.services.etl import ETL_INTERVAL, EtlService
-from engine.services.ingest import FromKafkaService
-from engine.services.pipeline import AnyService, Pipeline
-from engine.services.service import (
-    FAILED,
-    RUNNING,
-    STARTING,
-    STOPPED,
-    STOPPING,
-    Commit,
-    Service,
-    ServiceDetail,
-    ServiceError,
-    ServiceEvent,
-    ServiceState,
-    ServiceStatus,
-)
-from engine.settings.errors import ConfigError, NotConfiguredError
-from engine.settings.home import zync_home
-from engine.settings.kafka import KafkaProfile, load_kafka_profile
-from engine.settings.registry import RegistryProfile, load_registry_profile
-from engine.settings.spark import SparkSettings, load_spark_settings
-from engine.settings.storage import StorageSettings, load_storage_settings
-from engine.spark import get_spark
-from engine.spark import make_class_archive as make_spark_class_archive
+import ast
+import importlib
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine import __version__
+    from engine.deliver.loop import Output as DeliveryOutput
+    from engine.deliver.loop import config_outputs, deliver_outputs
+    from engine.deliver.status import DeliveryEvent, DeliveryStatus
+    from engine.durations import format_seconds, parse_seconds
+    from engine.errors import ZyncError, one_line
+    from engine.etl.config import EtlConfig
+    from engine.etl.config_file import load_config
+    from engine.etl.expiry import format_age
+    from engine.etl.result import ExpiredRecord, PassResult, PendingRecord, counts_line
+    from engine.etl.run import EtlRunner, run_pass
+    from engine.ingest.loop import Ingest
+    from engine.ingest.options import IngestInput, IngestOptions, load_inputs
+    from engine.ingest.stats import CommitInfo, IngestStats
+    from engine.jvm.artifacts import SETUP_COMMAND, ArtifactSet, Resolved
+    from engine.jvm.artifacts import cache_dir as jvm_cache_dir
+    from engine.jvm.artifacts import declared_sets as jvm_artifact_sets
+    from engine.jvm.artifacts import fetch as fetch_jvm_artifacts
+    from engine.jvm.artifacts import resolved as jvm_resolved
+    from engine.jvm.class_archive import ClassArchive, ClassArchiveError
+    from engine.jvm.class_archive import enabled as class_archives_enabled
+    from engine.jvm.java import JavaNotFoundError
+    from engine.kafka.clients import (
+        KafkaRefused,
+        KafkaUnavailable,
+        check_reachable,
+        consumer,
+        ensure_topic,
+        producer,
+        topic_partitions,
+        watermarks,
+    )
+    from engine.kafka.codecs.decoder import RecordDecoder
+    from engine.kafka.codecs.detect import sniff as sniff_format
+    from engine.kafka.codecs.formats import Format
+    from engine.kafka.consume import BEGINNING as CONSUME_BEGINNING
+    from engine.kafka.consume import END as CONSUME_END
+    from engine.kafka.consume import BadRecord, ConsumeOptions, consume
+    from engine.kafka.consume import dumps as consumed_json
+    from engine.kafka.produce import ProduceOptions, ProduceReport, produce
+    from engine.kafka.produce import describe as describe_produce
+    from engine.kafka.produce import encode as encode_records
+    from engine.kafka.produce import prepare as prepare_records
+    from engine.kafka.produce import record_name as avro_record_name
+    from engine.kafka.produce import register as register_schemas
+    from engine.kafka.produce_input import InputRecord, load_schema_file
+    from engine.kafka.produce_input import load_records as load_input_records
+    from engine.kafka.produce_input import read_sources as read_input_sources
+    from engine.kafka.registry_client import RegistrySchemas
+    from engine.kafka.typemap.infer import infer_avro_schema
+    from engine.kafka.typemap.to_spark import json_value_to_spark
+    from engine.lake.commit_guard import LakeAccessError, UnsafeLakeError
+    from engine.lake.envelope import record_rows
+    from engine.lake.location import Location, resolve_lake
+    from engine.lake.maintenance import (
+        CompactResult,
+        VacuumResult,
+        checkpoint,
+        compact,
+        last_checkpoint,
+        vacuum,
+    )
+    from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
+    from engine.lake.query import Catalog, query
+    from engine.lake.shaper import Shaper
+    from engine.local.broker import make_class_archive as make_broker_class_archive
+    from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
+    from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
+    from engine.local.stack import ComponentStatus, StackReport
+    from engine.local.stack import down as dev_down
+    from engine.local.stack import status as dev_status
+    from engine.local.stack import up as dev_up
+    from engine.observe.observer import Observer
+    from engine.observe.reports import (
+        DeadLetter,
+        EtlReport,
+        EtlSnapshot,
+        RecordRow,
+        TopicSnapshot,
+        TopicsReport,
+    )
+    from engine.services.deliver import ToKafkaService
+    from engine.services.etl import ETL_INTERVAL, EtlService
+    from engine.services.ingest import FromKafkaService
+    from engine.services.pipeline import AnyService, Pipeline
+    from engine.services.service import (
+        FAILED,
+        RUNNING,
+        STARTING,
+        STOPPED,
+        STOPPING,
+        Commit,
+        Service,
+        ServiceDetail,
+        ServiceError,
+        ServiceEvent,
+        ServiceState,
+        ServiceStatus,
+    )
+    from engine.settings.errors import ConfigError, NotConfiguredError
+    from engine.settings.home import zync_home
+    from engine.settings.kafka import KafkaProfile, load_kafka_profile
+    from engine.settings.registry import RegistryProfile, load_registry_profile
+    from engine.settings.spark import SparkSettings, load_spark_settings
+    from engine.settings.storage import StorageSettings, load_storage_settings
+    from engine.spark import get_spark
+    from engine.spark import make_class_archive as make_spark_class_archive
 
 __all__ = [
     # errors: every one the CLI and the console catch; messages are one line of words
@@ -272,3 +280,35 @@ __all__ = [
     "TopicSnapshot",
     "TopicsReport",
 ]
+
+
+@cache
+def origins() -> dict[str, tuple[str, str]]:
+    """Each public name's module and its name there, read from the imports under
+    ``TYPE_CHECKING`` in this file's source."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    )
+    return {
+        alias.asname or alias.name: (node.module or "", alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use; later uses find it here."""
+    where = origins().get(name) if name in __all__ else None
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where[0]), where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -102,9 +102,11 @@ def test_importing_the_engine_creates_nothing(tmp_path: Path) -> None:
 
 def test_the_public_surface_imports_no_user_interface_and_no_demo(tmp_path: Path) -> None:
     """`import engine` and `import engine.api` (what the CLI, the console and the demo
-    use) load neither the demo, the console's libraries, nor the registry's web stack."""
+    use), and every public name in use, load neither the demo, the console's libraries,
+    nor the registry's web stack."""
     forbidden = ("demo", "zync_tui", "textual", "typer", "rich", "fastapi", "pyspark")
-    for statement in ("import engine", "import engine.api"):
+    every_name = "import engine.api\nfor name in engine.api.__all__: getattr(engine.api, name)"
+    for statement in ("import engine", "import engine.api", every_name):
         code = (
             f"import sys\n{statement}\n"
             f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {forbidden!r})))\n"

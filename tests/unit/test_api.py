@@ -1,0 +1,55 @@
+"""engine.api, the public surface: each name is imported from its module on first use,
+the imports type checkers read say where, and a command loads only what it uses."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import engine.api
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_imports_under_type_checking_and_all_name_the_same() -> None:
+    tree = ast.parse((ROOT / "engine" / "api.py").read_text(encoding="utf-8"))
+    declared = next(
+        node for node in tree.body if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__"
+    )
+    assert isinstance(declared.value, ast.List)  # a literal: mypy and ruff read it
+    assert sorted(engine.api.origins()) == sorted(engine.api.__all__)
+    assert len(set(engine.api.__all__)) == len(engine.api.__all__)
+
+
+def test_every_name_is_the_object_of_its_module() -> None:
+    for name, (module, attribute) in engine.api.origins().items():
+        assert getattr(engine.api, name) is getattr(importlib.import_module(module), attribute), name
+    assert set(engine.api.__all__) <= set(dir(engine.api))
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchThing'"):
+        _ = engine.api.NoSuchThing  # type: ignore[attr-defined]
+    with pytest.raises(ImportError):
+        exec("from engine.api import NoSuchThing", {})
+
+
+def loaded_after(statement: str) -> set[str]:
+    code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return set(out.stdout.split())
+
+
+def test_a_name_loads_its_module_and_not_the_others() -> None:
+    """`from-kafka` pays for the from-kafka loop, not for the ETL (pydantic models) or
+    to-kafka; importing engine.api alone loads no engine module."""
+    bare = loaded_after("import engine.api")
+    assert {m for m in bare if m.startswith("engine.")} == {"engine.api"}
+    ingest = loaded_after("from engine.api import Ingest, IngestOptions")
+    assert "engine.ingest.loop" in ingest
+    assert not {"engine.etl.run", "engine.etl.config", "engine.deliver.loop", "pydantic"} & ingest
