@@ -124,7 +124,7 @@ def _evaluate(
     """The pass's one SQL statement (:class:`PassQuery`), run. Cold, the assigned
     candidates are cached and counted first (every branch of the statement reads them),
     and a large pass caches the CTEs the statement reads several times; warm, they are
-    a local frame of a few rows, part of the statement."""
+    computed from a local frame of a few rows and become one (a local relation)."""
     # deferred: pyspark
     from pyspark import StorageLevel
 
@@ -138,15 +138,20 @@ def _evaluate(
         cand_name = query.name("cand")
         cand = read.candidates_sql(fresh_view, done_view, small=True)
         assigned_sql = f"WITH {cand_name} AS ({cand})\n{assign_sql(config, cand_name, types)}"
+        # The rules read the assigned candidates at a dozen places of the statement
+        # (each rule's sides, fates and outputs), so they are a view, not a CTE that
+        # Spark would analyse and optimise again at each place. Cold, the view is cached
+        # on the executors; warm, the few rows come to the driver and go back as a local
+        # relation (bench/RESULTS.md, "Latency": the statement's optimisation halves).
+        assigned = query.name("assigned")
         cached: DataFrame | None = None
         if warm is None:
             cached = spark.sql(assigned_sql).cache()
             count = cached.count()
-            assigned = query.name("assigned")
             cached.createOrReplaceTempView(assigned)
         else:
             count = warm.rows.num_rows
-            assigned = query.cte("assigned", assigned_sql)
+            spark.createDataFrame(spark.sql(assigned_sql).toArrow()).createOrReplaceTempView(assigned)
 
         shared: list[tuple[str, DataFrame]] = []
 
@@ -154,8 +159,8 @@ def _evaluate(
             for name, frame in reversed(shared):
                 spark.catalog.dropTempView(name)
                 frame.unpersist()
+            spark.catalog.dropTempView(assigned)
             if cached is not None:
-                spark.catalog.dropTempView(assigned)
                 cached.unpersist()
 
         kept = False
