@@ -15,14 +15,9 @@ import pytest
 #: Every JVM the tests start (brokers, Spark drivers, executors, the cluster's daemons;
 #: subprocesses inherit it) compiles with C1 only: they live seconds to minutes on small
 #: data, and skipping C2 halves their CPU (bench/RESULTS.md, "The test suite"); C1 alone
-#: gets a smaller code cache by default, which Spark fills. They collect garbage with the
-#: serial collector (small heaps; G1's concurrent threads and barriers cost about 7 % more
-#: CPU in a Spark test file); ``-UseG1GC`` first, as the broker's own options choose G1.
-#: Set before any JVM starts; an explicit $ZYNC_JVM_OPTS wins.
-os.environ.setdefault(
-    "ZYNC_JVM_OPTS",
-    "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:-UseG1GC -XX:+UseSerialGC",
-)
+#: gets a smaller code cache by default, which Spark fills. Set before any JVM starts; an
+#: explicit $ZYNC_JVM_OPTS wins.
+os.environ.setdefault("ZYNC_JVM_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
