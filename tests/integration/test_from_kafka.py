@@ -307,15 +307,15 @@ def test_two_concurrent_processes_on_the_same_input_ingest_exactly_once(kafka, l
     producer = clients.producer(kafka)
     produced = 0
     deadline = time.monotonic() + 90
+    writers: set[str] = set()
     while produced < total:
-        for i in range(produced, produced + chunk):
+        size = chunk if len(writers) < 2 else total - produced
+        for i in range(produced, produced + size):
             producer.produce(topic, value=json.dumps({"i": i}).encode(), partition=i % 3)
         producer.flush(30)
-        produced += chunk
+        produced += size
         writers, held = history()
-        if len(writers) == 2:
-            continue
-        while held < produced:
+        while len(writers) < 2 and held < produced:
             assert time.monotonic() < deadline, f"the pool holds {held} of {produced} records"
             assert all(proc.poll() is None for proc in procs), "a process exited early"
             time.sleep(0.05)
