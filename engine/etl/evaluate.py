@@ -107,9 +107,9 @@ class _Evaluated:
     local: bool
     result: DataFrame | None = None
     #: Frees what the persisted result was computed from (the cached assigned
-    #: candidates, the shared CTEs, and their views). It runs only after the result is unpersisted: Spark
-    #: drops the caches of every plan built on a cache it uncaches, so the outputs would
-    #: be computed again when they are written.
+    #: candidates, the shared CTEs, their views and the input views). It runs only
+    #: after the result is unpersisted: Spark drops the caches of every plan built on a
+    #: cache it uncaches, so the outputs would be computed again when they are written.
     release_inputs: Callable[[], None] = lambda: None
 
     def release(self) -> None:
@@ -133,38 +133,40 @@ def _evaluate(
     types = pools.types()
     query = PassQuery(config, types, checked)
     names = (query.name("fresh"), query.name("done"))
-    with read.input_views(spark, fresh, done, names) as (fresh_view, done_view), \
-            quiet_spark_errors():  # fmt: skip
-        cand_name = query.name("cand")
-        cand = read.candidates_sql(fresh_view, done_view, small=True)
-        assigned_sql = f"WITH {cand_name} AS ({cand})\n{assign_sql(config, cand_name, types)}"
-        # The rules read the assigned candidates at a dozen places of the statement
-        # (each rule's sides, fates and outputs), so they are a view, not a CTE that
-        # Spark would analyse and optimise again at each place. Cold, the view is cached
-        # on the executors; warm, the few rows come to the driver and go back as a local
-        # relation (bench/RESULTS.md, "Latency": the statement's optimisation halves).
-        assigned = query.name("assigned")
-        cached: DataFrame | None = None
-        if warm is None:
-            cached = spark.sql(assigned_sql).cache()
-            count = cached.count()
-            cached.createOrReplaceTempView(assigned)
-        else:
-            count = warm.rows.num_rows
-            spark.createDataFrame(spark.sql(assigned_sql).toArrow()).createOrReplaceTempView(assigned)
+    # The views and caches live until the evaluation is released: a large pass's
+    # outputs are computed from them again when written (read.register_input_views).
+    fresh_view, done_view, drop_views = read.register_input_views(spark, fresh, done, names)
+    assigned = query.name("assigned")
+    cached: DataFrame | None = None
+    shared: list[tuple[str, DataFrame]] = []
 
-        shared: list[tuple[str, DataFrame]] = []
+    def release_inputs() -> None:
+        for name, frame in reversed(shared):
+            spark.catalog.dropTempView(name)
+            frame.unpersist()
+        spark.catalog.dropTempView(assigned)
+        if cached is not None:
+            cached.unpersist()
+        drop_views()
 
-        def release_assigned() -> None:
-            for name, frame in reversed(shared):
-                spark.catalog.dropTempView(name)
-                frame.unpersist()
-            spark.catalog.dropTempView(assigned)
-            if cached is not None:
-                cached.unpersist()
-
-        kept = False
+    kept = False
+    with quiet_spark_errors():
         try:
+            cand_name = query.name("cand")
+            cand = read.candidates_sql(fresh_view, done_view, small=True)
+            assigned_sql = f"WITH {cand_name} AS ({cand})\n{assign_sql(config, cand_name, types)}"
+            # The rules read the assigned candidates at a dozen places of the statement
+            # (each rule's sides, fates and outputs), so they are a view, not a CTE that
+            # Spark would analyse and optimise again at each place. Cold, the view is cached
+            # on the executors; warm, the few rows come to the driver and go back as a local
+            # relation (bench/RESULTS.md, "Latency": the statement's optimisation halves).
+            if warm is None:
+                cached = spark.sql(assigned_sql).cache()
+                count = cached.count()
+                cached.createOrReplaceTempView(assigned)
+            else:
+                count = warm.rows.num_rows
+                spark.createDataFrame(spark.sql(assigned_sql).toArrow()).createOrReplaceTempView(assigned)
             query.small = count <= BROADCAST_ROWS
             query.fates(fresh_view, label=None, status=quote(DEAD), where="__dead")
             for index in range(len(config.transforms) if count else 0):
@@ -183,7 +185,7 @@ def _evaluate(
                 return _Evaluated(result.toArrow(), local=True)
             result = result.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                evaluated = _Evaluated(_summarize(result), False, result, release_assigned)
+                evaluated = _Evaluated(_summarize(result), False, result, release_inputs)
             except BaseException:
                 result.unpersist()
                 raise
@@ -191,7 +193,7 @@ def _evaluate(
             return evaluated
         finally:
             if not kept:
-                release_assigned()
+                release_inputs()
 
 
 def _decided(

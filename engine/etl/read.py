@@ -11,7 +11,7 @@ imported inside the functions (deferred: importing the engine does not load Spar
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -81,12 +81,17 @@ def candidates_sql(fresh: str, done: str | None, *, small: bool) -> str:
     )
 
 
-@contextlib.contextmanager
-def input_views(
+def register_input_views(
     spark: SparkSession, fresh: DataFrame, done: pa.Table, names: tuple[str, str]
-) -> Iterator[tuple[str, str | None]]:
+) -> tuple[str, str | None, Callable[[], None]]:
     """``fresh`` and ``done`` as temp views named ``names`` (no done view when there
-    are no markers), dropped afterwards."""
+    are no markers), and a callable that drops them.
+
+    Dropping a view uncaches its plan (Spark's ``Catalog.dropTempView``): a view of a
+    persisted cold input takes that cache with it, and every cache built on it that is
+    not yet filled is compiled again against the table. A caller whose result is still
+    to be computed from the input (a large pass's outputs, written after the plan is
+    decided) drops the views when it releases that result, not before."""
     fresh_view, done_view = names
     fresh.createOrReplaceTempView(fresh_view)
     registered = [fresh_view]
@@ -94,11 +99,24 @@ def input_views(
         keys = done.select(["topic", "partition", "offset"])
         spark.createDataFrame(keys).createOrReplaceTempView(done_view)
         registered.append(done_view)
-    try:
-        yield fresh_view, done_view if done.num_rows else None
-    finally:
+
+    def drop() -> None:
         for view in registered:
             spark.catalog.dropTempView(view)
+
+    return fresh_view, done_view if done.num_rows else None, drop
+
+
+@contextlib.contextmanager
+def input_views(
+    spark: SparkSession, fresh: DataFrame, done: pa.Table, names: tuple[str, str]
+) -> Iterator[tuple[str, str | None]]:
+    """:func:`register_input_views` for the block's duration."""
+    fresh_view, done_view, drop = register_input_views(spark, fresh, done, names)
+    try:
+        yield fresh_view, done_view
+    finally:
+        drop()
 
 
 def done_markers(pools: EtlPools, positions: Positions) -> pa.Table:

@@ -227,3 +227,33 @@ def test_both_writers_make_the_same_staging_rows(spark, tmp_path, monkeypatch) -
         assert any(f.startswith("etl-") for f in files) == (side == "executors")
     assert tables["driver"].num_rows == tables["executors"].num_rows > 8
     assert tables["driver"].to_pylist() == tables["executors"].to_pylist()
+
+
+def test_a_large_pass_writes_its_outputs_from_its_cached_input(spark, lake, monkeypatch) -> None:
+    """A large pass's outputs are written after the plan is decided, computed from the
+    pass's cold input (read by delta-spark and persisted): the input is still cached
+    then. Dropping the input's view at the end of the evaluation uncached it, and the
+    write read and filtered the raw table again (bench/RESULTS.md, "ETL throughput")."""
+    from pyspark import StorageLevel
+
+    import engine.etl.evaluate
+    import engine.etl.window
+
+    monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", -1)
+    monkeypatch.setattr(engine.etl.window, "LOG_READ_ROWS", 0)
+    raw, _ = make_pools(lake)
+    runner = EtlRunner(load_config(DEMO / "etl.yaml"), lake, spark)
+    seen = []
+    write = runner._write_outputs
+
+    def watched(plan: Any) -> Any:
+        seen.append((plan.read_from, plan.fresh.storageLevel))
+        return write(plan)
+
+    monkeypatch.setattr(runner, "_write_outputs", watched)
+    append_events(raw, demo_batch(1))
+    assert runner.run_pass().committed
+    assert len(seen) == 1
+    read_from, level = seen[0]
+    assert read_from == "spark"
+    assert level != StorageLevel.NONE
