@@ -27,7 +27,14 @@ from engine.etl import read
 from engine.etl.checked import Checked
 from engine.etl.cursors import Positions
 from engine.etl.plan import Plan, ReadFrom, decide, empty_plan
-from engine.etl.plan_context import DEAD, FATE_COLUMNS, OUTPUT_COLUMNS, RESULT_TYPES, PassQuery
+from engine.etl.plan_context import (
+    DEAD,
+    FATE_COLUMNS,
+    NO_RULE,
+    OUTPUT_COLUMNS,
+    RESULT_TYPES,
+    PassQuery,
+)
 from engine.etl.pools import EtlPools
 from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
 from engine.etl.spark_errors import quiet_spark_errors
@@ -160,18 +167,24 @@ def _evaluate(
             # Spark would analyse and optimise again at each place. Cold, the view is cached
             # on the executors; warm, the few rows come to the driver and go back as a local
             # relation (bench/RESULTS.md, "Latency": the statement's optimisation halves).
+            # the rules whose records the pass holds (None: any); every part of a rule
+            # reads only its own records, so a warm pass plans only these
+            present: set[int] | None = None
             if warm is None:
                 cached = spark.sql(assigned_sql).cache()
                 count = cached.count()
                 cached.createOrReplaceTempView(assigned)
             else:
                 count = warm.rows.num_rows
-                spark.createDataFrame(spark.sql(assigned_sql).toArrow()).createOrReplaceTempView(assigned)
+                candidates = spark.sql(assigned_sql).toArrow()
+                present = set(pc.unique(candidates.column("__rule")).to_pylist())
+                spark.createDataFrame(candidates).createOrReplaceTempView(assigned)
             query.small = count <= BROADCAST_ROWS
             query.fates(fresh_view, label=None, status=quote(DEAD), where="__dead")
             for index in range(len(config.transforms) if count else 0):
-                plan_rule(query, index, assigned)
-            if count:
+                if present is None or index in present:
+                    plan_rule(query, index, assigned)
+            if count and (present is None or NO_RULE in present):
                 plan_unmatched(query, assigned)
             if count > DRIVER_OUTPUT_ROWS:
                 # Spark inlines a CTE at each use: a large pass computes the ones it
