@@ -106,6 +106,8 @@ class Producer:
         self._producer = KafkaProducer(
             {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True}
         )
+        #: when each pair's status was produced, wall clock (as the Delta logs' times)
+        self.wall: dict[int, float] = {}
 
     def _send(self, topic: str, key: int, after: dict[str, Any]) -> None:
         now = int(time.time() * 1000)
@@ -130,6 +132,7 @@ class Producer:
             {"ID": 10_000_000 + invoice, "InvoiceID": invoice, "status": "pending"},
         )  # fmt: skip
         self._producer.flush(30)
+        self.wall[invoice] = time.time()
         return time.monotonic()
 
 
@@ -144,6 +147,7 @@ class Watcher(threading.Thread):
         self._deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
         self.bootstrap = bootstrap
         self.seen: dict[int, float] = {}
+        self.seen_wall: dict[int, float] = {}
         self.values: dict[int, list[dict[str, Any]]] = {}
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -174,6 +178,7 @@ class Watcher(threading.Thread):
                 invoice = int(value["ID"])
                 with self.lock:
                     self.seen.setdefault(invoice, now)
+                    self.seen_wall.setdefault(invoice, time.time())
                     self.values.setdefault(invoice, []).append(value)
         finally:
             consumer.close()
@@ -208,6 +213,64 @@ def _print_passes(log: str) -> None:
         f"median {statistics.median(rest):.2f} s, p95 {_percentile(rest, 0.95):.2f} s, "
         f"max {max(rest):.2f} s"
     )
+
+
+def _commit_times(pool: Path, invoice_of: Any) -> dict[int, float]:
+    """For each invoice, the wall-clock time of the first commit of ``pool`` (its Delta
+    log's ``commitInfo.timestamp``) holding a row that ``invoice_of(row)`` names it in."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    found: dict[int, float] = {}
+    for commit in sorted((pool / "_delta_log").glob("*.json")):
+        at, paths = None, []
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                at = action["commitInfo"]["timestamp"] / 1000
+            elif "add" in action:
+                paths.append(action["add"]["path"])
+        if at is None:
+            continue
+        for path in paths:
+            for row in pq.read_table(pool / path, columns=["kafka", "key", "value"]).to_pylist():
+                invoice = invoice_of(row)
+                if invoice is not None:
+                    found.setdefault(invoice, at)
+    return found
+
+
+def _print_stages(lake: Path, produced: dict[int, float], seen: dict[int, float]) -> None:
+    """Where a pair's latency goes (median and p95 over the pairs, wall clock): produce
+    → in the raw pool (from-kafka's commit) → its output in staging (the ETL pass's
+    commit) → visible on the output topic (to-kafka's transaction)."""
+    import json
+
+    def status_of(row: dict[str, Any]) -> int | None:
+        if not row["kafka"] or row["kafka"]["topic"] != "InvoiceStatus" or not row["value"]:
+            return None
+        return int(json.loads(row["value"])["after"]["InvoiceID"])
+
+    def output_of(row: dict[str, Any]) -> int | None:
+        if not row["kafka"] or row["kafka"]["topic"] != "NewInvoices" or not row["key"]:
+            return None
+        return int(json.loads(row["key"])["ID"])
+
+    raw = _commit_times(lake / "Raw", status_of)
+    staged = _commit_times(lake / "Staging", output_of)
+    pairs = [i for i in produced if i in raw and i in staged and i in seen]
+    if not pairs:
+        print("stages: no pair found in both pools")
+        return
+    legs = {
+        "produce → raw commit": [raw[i] - produced[i] for i in pairs],
+        "raw commit → staging commit": [staged[i] - raw[i] for i in pairs],
+        "staging commit → visible": [seen[i] - staged[i] for i in pairs],
+    }
+    print(f"stages over {len(pairs)} pairs, median / p95:")
+    for name, values in legs.items():
+        print(f"  {name}: {statistics.median(values):.2f} / {_percentile(values, 0.95):.2f} s")
 
 
 def main() -> None:
@@ -293,6 +356,7 @@ def main() -> None:
         print(f"outputs checked: {len(watcher.values)}, twice: {len(twice)}, wrong: {len(wrong)}")
         if twice or wrong:
             raise SystemExit("outputs are not exactly one per pair")
+        _print_stages(work / "lake", producer.wall, watcher.seen_wall)
         bars = first <= 15 and all(p50 <= 2 and p95 <= 4 for _, p50, p95 in summary)
         print(f"bars (first <= 15 s, p50 <= 2 s, p95 <= 4 s): {'met' if bars else 'NOT met'}")
     finally:
