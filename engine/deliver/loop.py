@@ -127,6 +127,7 @@ class Delivery:
         )
         #: set once the run holds the topic's lock, or has ended
         self.claimed = threading.Event()
+        self._woken = threading.Event()
         # the state of a run
         self._out: Transactions | None = None
         self._read_version = -1  # staging version read up to (-1: read the snapshot)
@@ -211,7 +212,18 @@ class Delivery:
                     f"(staging version {version})",
                     version=version,
                 )
-            stop.wait(self.poll_interval)
+            self._pause()
+
+    def wake(self) -> None:
+        """The staging pool may have a new commit, or the run should stop: look now
+        instead of at the next poll."""
+        self._woken.set()
+
+    def _pause(self) -> None:
+        """Until the next poll of the pool, or a :meth:`wake` (a commit of this
+        process's ETL, or stop)."""
+        self._woken.wait(self.poll_interval)
+        self._woken.clear()
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
         from engine.lake.pools import PoolError  # deferred: deltalake
@@ -407,6 +419,8 @@ def run_deliveries(
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
             stop.set()
+            for other in deliveries:
+                other.wake()
 
     threads = []
     for delivery in sorted(deliveries, key=lambda d: d.topic):

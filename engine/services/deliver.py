@@ -69,6 +69,14 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
     def deliveries(self) -> list[Delivery]:
         return list(self._deliveries)
 
+    def wake(self) -> None:
+        """The staging pool has a new commit (this process's ETL made it): look now
+        instead of at the next poll."""
+        for delivery in self._deliveries:
+            delivery.wake()
+
+    _wake = wake
+
     def _detail(self) -> tuple[DeliveryStatus, ...]:
         return tuple(d.status() for d in self._deliveries)
 

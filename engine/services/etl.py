@@ -46,6 +46,7 @@ class EtlService(Service["PassResult"]):
         spark: SparkSource = None,
         interval: float = ETL_INTERVAL,
         on_event: Callable[[ServiceEvent], None] | None = None,
+        on_commit: Callable[[PassResult], None] | None = None,
     ) -> None:
         super().__init__(on_event=on_event)
         if interval <= 0:
@@ -58,6 +59,7 @@ class EtlService(Service["PassResult"]):
         self._pass_lock = threading.Lock()
         self._nudge = threading.Event()
         self._last_result: PassResult | None = None
+        self._on_commit = on_commit
         self._raw: dict[str, Pool] = {}
 
     def _detail(self) -> PassResult | None:
@@ -84,6 +86,8 @@ class EtlService(Service["PassResult"]):
         if result.committed:
             outputs = sum(result.outputs.values())
             self._committed(result.staging_version, outputs, self.config.staging_pool)
+            if self._on_commit is not None:
+                self._on_commit(result)
         self._event("pass", result.summary("line"))
         return result
 

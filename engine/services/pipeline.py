@@ -2,7 +2,7 @@
 
 :class:`Pipeline` builds the three services from the configuration's inputs and outputs,
 creates its missing pools, starts the loops downstream first and stops them upstream
-first; a from-kafka commit wakes the ETL loop at once.
+first; a from-kafka commit wakes the ETL loop at once, and an ETL commit to-kafka.
 """
 
 from __future__ import annotations
@@ -80,7 +80,13 @@ class Pipeline:
         self.create_pools = create_pools
         chosen = format or ("avro" if registry is not None else "json")
         spark_source = spark_factory(spark)
-        self.etl = EtlService(self.config, lake, spark=spark_source, interval=etl_interval)
+        self.etl = EtlService(
+            self.config,
+            lake,
+            spark=spark_source,
+            interval=etl_interval,
+            on_commit=lambda _result: self.to_kafka.wake(),
+        )
         self.from_kafka = FromKafkaService(
             [(i.topic, i.pool) for i in self.config.inputs],
             lake,
