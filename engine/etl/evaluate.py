@@ -167,8 +167,8 @@ def _evaluate(
             # Spark would analyse and optimise again at each place. Cold, the view is cached
             # on the executors; warm, the few rows come to the driver and go back as a local
             # relation (bench/RESULTS.md, "Latency": the statement's optimisation halves).
-            # the rules whose records the pass holds (None: any); every part of a rule
-            # reads only its own records, so a warm pass plans only these
+            # Every part of a rule reads only the records assigned to it, so a warm pass
+            # plans only the rules it holds records of (``present``; None: every rule).
             present: set[int] | None = None
             if warm is None:
                 cached = spark.sql(assigned_sql).cache()
