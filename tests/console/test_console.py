@@ -10,7 +10,8 @@ import threading
 import time
 
 import pytest
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Footer, Input, TabbedContent
+from textual.widgets._footer import FooterKey
 
 from tests.console.conftest import fake_app, fresh, polled, until
 from tests.console.fakes import FakeBackend
@@ -68,6 +69,45 @@ async def test_number_keys_show_every_panel_with_its_data() -> None:
         log = cells(app, "log")
         assert [row[2] for row in log[:3]] == ["to-kafka", "etl", "from-kafka"]  # newest first
         assert log[0][1] == "WARN"
+
+
+async def test_the_footer_is_built_again_only_when_its_keys_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every panel key moves the focus, which updates the screen's bindings; the keys
+    the footer shows stay the same, so it is not rebuilt (Textual's own footer is, on
+    every switch). When they do change (here: the console turns read-only), it is."""
+    built: list[object] = []
+    compose = Footer.compose
+
+    def counted(self: Footer):  # a compose method: a generator
+        built.append(self)
+        yield from compose(self)
+
+    monkeypatch.setattr(Footer, "compose", counted)
+    backend = FakeBackend()
+    app = fake_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await polled(pilot)
+        await pilot.press("1")
+        await pilot.pause()
+
+        def shown() -> list[str]:
+            return [key.description for key in app.screen.query(FooterKey)]
+
+        before, keys = len(built), shown()
+        assert {"pass", "quit"} <= set(keys)
+        for index in (2, 3, 4, 5, 6, 1, 4, 2):
+            await pilot.press(str(index))
+            await pilot.pause()
+        assert len(built) == before
+        assert shown() == keys
+
+        backend.read_only = True
+        app.refresh_bindings()
+        await until(pilot, lambda: "pass" not in shown(), what="the control keys to go")
+        assert len(built) > before
+        assert "quit" in shown()
 
 
 async def test_help_lists_every_key_and_closes() -> None:

@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, TabPane
+from textual.widgets import TabPane
 from textual.worker import Worker, WorkerState
 
 from engine.api import one_line
@@ -37,6 +37,7 @@ from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
 from zync_tui.console.widgets.etl import EtlPanel
+from zync_tui.console.widgets.footer import KeysFooter
 from zync_tui.console.widgets.log import LogPanel
 from zync_tui.console.widgets.loops import LoopsPanel
 from zync_tui.console.widgets.panels import Panels
@@ -129,7 +130,7 @@ class ZyncConsole(App[None]):
                 yield RecordsPanel("expired", id="expired-panel")
             with TabPane(PANEL_TITLES["log"], id="log"):
                 yield LogPanel(id="log-panel")
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = self.backend.title
