@@ -379,7 +379,7 @@ def test_broker_paused_during_to_kafka(healthy: Stack, tmp_path: Path) -> None:
     assert ordered(text, WAITING, BACK), text
     assert f"{topic}: Kafka at {healthy.bootstrap} {WAITING}" in text, text
 
-    got = read_topic(kafka, topic, fmt="json", timeout=60, quiet=2.0)
+    got = read_topic(kafka, topic, fmt="json", timeout=60)
     assert staged_count(pool, topic) == 4000
     assert [r.pool_offset for r in got] == list(range(4000))  # once each, in offset order
     report(
@@ -423,7 +423,7 @@ def test_broker_killed_and_restarted_under_all_loops(
         return next((e for e in events if e.service == service and e.kind == kind), None)
 
     def delivered() -> int:
-        return len(read_topic(kafka, output, fmt="json", timeout=30, quiet=0.5))
+        return len(read_topic(kafka, output, fmt="json", timeout=30))
 
     sent = Sent()
     pipeline.start()
@@ -458,7 +458,7 @@ def test_broker_killed_and_restarted_under_all_loops(
                if r["marker"] is None]  # fmt: skip
     assert sorted(r["kafka"]["offset"] for r in staging) == list(range(400))
     by_offset = {r["kafka"]["offset"]: json.loads(r["value"]) for r in staging}
-    got = read_topic(kafka, output, fmt="json", timeout=60, quiet=2.0)
+    got = read_topic(kafka, output, fmt="json", timeout=60)
     assert [r.anchor for r in got] == list(range(400)), text
     assert [r.value for r in got] == [by_offset[i] for i in range(400)]
 

@@ -185,7 +185,7 @@ def assert_outputs_exactly_once(pipeline: Pipeline) -> None:
     as_text = sorted(repr((k, plain(v))) for _, k, v in staged)
     assert as_text == sorted(repr(e) for e in EXPECTED)
     got = read_topic(
-        pipeline.kafka, pipeline.scenario.output, registry=pipeline.registry, timeout=60, quiet=3
+        pipeline.kafka, pipeline.scenario.output, registry=pipeline.registry, timeout=60
     )
     assert [(r.key, plain(r.value)) for r in got] == [(k, plain(v)) for _, k, v in staged]
 

@@ -81,7 +81,7 @@ def test_zync_run_and_the_inspection_commands_on_an_s3_lake(tmp_path, broker, re
     # to-kafka on its own: reads its position back from the topics and delivers nothing twice
     delivered = _zync("zync_tui.cli", ["to-kafka", str(scenario.config), *connection], lake_env)
     assert delivered.returncode == 0, delivered.stderr
-    again = read_topic(kafka, scenario.output, registry=reg, timeout=30, quiet=3.0)
+    again = read_topic(kafka, scenario.output, registry=reg, timeout=30)
     assert [(r.key, plain(r.value)) for r in again] == EXPECTED
     shown = _zync("zync_tui.cli", ["pool", "show", "Staging", "--json"], lake_env)
     assert shown.returncode == 0, shown.stderr

@@ -171,10 +171,10 @@ def read_topic(
     fmt: str = "avro",
     expect: int | None = None,
     timeout: float = 30.0,
-    quiet: float = 1.0,
 ) -> list[Received]:
     """Every record of ``topic`` (all partitions, read_committed), decoded; waits for
-    ``expect`` records, else until nothing new came for ``quiet`` seconds."""
+    ``expect`` records, else reads each partition to its end (its last committed record
+    when the read reaches it)."""
     from confluent_kafka import TopicPartition
 
     from engine.kafka.clients import TopicNotFound, consumer, topic_partitions
@@ -184,7 +184,7 @@ def read_topic(
 
     lookup = RegistrySchemas(registry) if registry is not None else None
     decoder = RecordDecoder(Format.parse(fmt), lookup)
-    reader = consumer(kafka)
+    reader = consumer(kafka, extra={"enable.partition.eof": True})
     out: list[Received] = []
     deadline = time.monotonic() + timeout
     try:
@@ -197,11 +197,14 @@ def read_topic(
                     raise
                 time.sleep(0.5)
         reader.assign([TopicPartition(topic, p, 0) for p in parts])
-        last_new = time.monotonic()
+        open_parts = set(parts)
         while time.monotonic() < deadline:
             batch = reader.consume(10_000, 0.2)
             for m in batch:
-                if m.error():
+                error = m.error()
+                if error is not None:
+                    if error.code() == error._PARTITION_EOF:
+                        open_parts.discard(m.partition())
                     continue
                 headers = {k: v.decode() for k, v in (m.headers() or []) if v is not None}
                 out.append(
@@ -213,12 +216,7 @@ def read_topic(
                         headers,
                     )
                 )
-            if batch:
-                last_new = time.monotonic()
-            if expect is not None:
-                if len(out) >= expect:
-                    break
-            elif time.monotonic() - last_new > quiet:
+            if len(out) >= expect if expect is not None else not open_parts:
                 break
     finally:
         reader.close()

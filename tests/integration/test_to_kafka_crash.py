@@ -291,7 +291,7 @@ def kill_9_at_random_moments(
 
     assert all(n >= case.interrupted for n in interrupted.values()), interrupted
     for name, (total, partitions, fmt, _) in plan.items():
-        got = read_topic(kafka, topics[name], registry=reg, fmt=fmt, timeout=120, quiet=2.0)
+        got = read_topic(kafka, topics[name], registry=reg, fmt=fmt, timeout=120)
         if envelope != "jdbc":
             CHECKS[envelope](got, pool, topics[name], total, partitions, name)
             continue
