@@ -1,13 +1,14 @@
 """Benchmark: how fast the console answers a key while the engine works.
 
     .venv/bin/python bench/console_latency.py [--presses 300] [--backlog 40000]
-                                              [--gap 0.15] [--size 80x24]
+                                              [--gap 0.15] [--size 80x24] [--in-process]
 
 1. Starts a private Apache Kafka broker and Schema Registry on 127.0.0.1 (tests.stack),
    and the console exactly as `zync demo` builds it (``make_app(demo=True)``) on a lake in
    a temporary directory, driven by Textual's Pilot at the terminal size given (80x24:
-   an operator's SSH window). The engine runs inside the console's process, as it does
-   for a user: from-kafka, the ETL loop and to-kafka start by themselves.
+   an operator's SSH window). The engine runs in the child process the console starts,
+   as it does for a user (``--in-process``: in the console's own process):
+   from-kafka, the ETL loop and to-kafka start by themselves.
 2. Waits until the ETL loop runs, publishes the first demo batch (which registers the
    demo's Avro schemas), then keeps the engine busy: a thread publishes a backlog of
    ``--backlog`` invoice + status pairs (copies of the demo's records with new ids) in
@@ -44,7 +45,9 @@ sys.path.insert(0, str(ROOT))
 from textual import events  # noqa: E402 - after the sys.path line
 from textual.widgets import TabbedContent  # noqa: E402
 
-from demo.scenario import DemoRecord, read_batch  # noqa: E402
+from demo.scenario import Demo, DemoRecord, read_batch  # noqa: E402
+from engine.settings.kafka import KafkaProfile  # noqa: E402
+from engine.settings.registry import RegistryProfile  # noqa: E402
 from tests.stack import start_broker, start_registry  # noqa: E402
 from zync_tui.console.app import make_app  # noqa: E402
 from zync_tui.console.keys import PANELS  # noqa: E402
@@ -129,6 +132,15 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
         kafka={"bootstrap_servers": broker.address},
         registry={"url": registry.url},
         start_stack=False,
+        in_process=args.in_process,
+    )
+    # the bench's own demo driver publishes the backlog and reads the raw pool (the
+    # console's engine runs in another process)
+    driver = Demo(
+        lake_root=work / "lake",
+        start_stack=False,
+        kafka=KafkaProfile(bootstrap_servers=broker.address),
+        registry=RegistryProfile(url=registry.url),
     )
     chunks = backlog(args.backlog)
     stop = threading.Event()
@@ -137,9 +149,9 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
         async with app.run_test(size=(width, height)) as pilot:
             started = time.monotonic()
             await until(pilot, lambda: app.ready, 180, "the engine to start")
-            driver = app.backend.driver
+            total = app.backend.batches_total()
             await pilot.press("n")
-            await until(pilot, lambda: driver.published == 1, 60, "demo batch 1")
+            await until(pilot, lambda: app.backend.batches_left() == total - 1, 60, "demo batch 1")
             await until(pilot, lambda: loop_records(app, "etl") > 0, 180, "a first ETL pass")
             print(f"console ready, batch 1 through the ETL {time.monotonic() - started:.1f} s "
                   "after start")
@@ -198,6 +210,12 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=40_000, help="invoice + status pairs")
     parser.add_argument("--gap", type=float, default=0.15, help="seconds between presses")
     parser.add_argument("--size", default="80x24", help="terminal columns x rows")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the engine in the console's process (the default is a child process, "
+        "as `zync demo` does)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="zync-console-bench-") as work:
         asyncio.run(measure(args, Path(work)))

@@ -69,10 +69,10 @@ def test_spark_master_reaches_the_console_and_the_demo(monkeypatch, tmp_path) ->
     asked = []
     monkeypatch.setattr(zync_tui.console.backend, "get_spark", lambda settings=None: asked.append(settings))
 
-    app = make_app(lake=tmp_path / "lake", spark_master="spark://10.0.0.9:7077", autostart=False)
+    app = make_app(lake=tmp_path / "lake", spark_master="spark://10.0.0.9:7077", autostart=False, in_process=True)
     app.backend._spark()
     assert (asked[-1].master, asked[-1].conf) == ("spark://10.0.0.9:7077", {"spark.x": "1"})
-    make_app(lake=tmp_path / "lake", autostart=False).backend._spark()
+    make_app(lake=tmp_path / "lake", autostart=False, in_process=True).backend._spark()
     assert asked[-1].master == "local[1]"
 
     seen = {}

@@ -37,6 +37,7 @@ async def test_read_only_console_on_an_s3_lake(spark, s3_url: str, tmp_path: Pat
         kafka={"bootstrap_servers": "127.0.0.1:1"},
         registry={"url": "http://127.0.0.1:1"},
         interval=0.5,
+        in_process=True,  # the session's Spark, with the S3 settings
     )
     try:
         async with app.run_test(size=(100, 30)) as pilot:

@@ -125,12 +125,10 @@ def _engine_output_to_log() -> Iterator[Path | None]:
 
 
 def _run(app: ZyncConsole) -> None:
-    from zync_tui.console.backend import EngineBackend  # deferred: the console (Textual)
-
     try:
         app.run()
     finally:
-        if isinstance(app.backend, EngineBackend) and app.backend.pipeline is not None:
+        if not app.backend.read_only:
             typer.echo("zync: stopping the loops (each finishes its commit in flight)…", err=True)
         app.backend.close()
 

@@ -30,6 +30,7 @@ from zync_tui.console import keys
 from zync_tui.console import messages as m
 from zync_tui.console.backend import Backend, EngineBackend, EngineSettings, LogEntry
 from zync_tui.console.control import Control
+from zync_tui.console.hosted import EngineProcess
 from zync_tui.console.keys import CONTROL_ACTIONS, KEYS, PANEL_TITLES, applies
 from zync_tui.console.palette import console_commands
 from zync_tui.console.polls import PollSchedule
@@ -353,6 +354,7 @@ def make_app(
     autostart: bool = True,
     spark_master: str | None = None,
     backend: Backend | None = None,
+    in_process: bool = False,
     interval: float = 1.0,
     clock: Callable[[], float] | None = None,
 ) -> ZyncConsole:
@@ -367,6 +369,9 @@ def make_app(
     ``spark_master``: where Spark work runs (default: ``$ZYNC_SPARK_MASTER``,
     ``~/.zync/spark.json``, else ``local[*]``).
     ``backend``: a ready-made backend (tests); the other engine arguments are then ignored.
+    The engine runs in a child process the console starts and stops, below the screen's
+    CPU priority (:class:`~zync_tui.console.hosted.EngineProcess`); ``in_process``: in
+    the console's own process instead (a test sharing its SparkSession).
     """
     if backend is None:
         settings = EngineSettings(
@@ -381,5 +386,5 @@ def make_app(
             spark_master=spark_master,
             clock=clock or time.time,
         )
-        backend = EngineBackend(settings)
+        backend = EngineBackend(settings) if in_process else EngineProcess(settings)
     return ZyncConsole(backend, interval=interval, clock=clock or time.time)
