@@ -1,10 +1,11 @@
 """The invoice demo driven by Pilot, with the real engine behind the console.
 
 A private broker and registry (the demo's topic names and subjects are fixed, so it does
-not share the session's), a lake in tmp_path. The console is built by the same factory
-`zync demo` uses, so its engine runs in a child process with its own Spark, as a user's
-does; `n` publishes each batch and the loops carry the records through from-kafka, ETL
-and to-kafka (the test reads the lake and the topic with a demo driver of its own). Along the way every panel and key is
+not share the session's), a lake in tmp_path, the session's SparkSession. The console is
+built by the same factory `zync demo` uses, with the engine in the test's process (a
+user's runs in a child process that forwards the same calls: tests/console/test_hosted.py;
+the read-only test below uses it); `n` publishes each batch and the loops carry
+the records through from-kafka, ETL and to-kafka. Along the way every panel and key is
 used against the real stack; at the end the broker is stopped and started again, and the
 console shows the fault in words and picks the recovery up by itself.
 """
@@ -12,7 +13,6 @@ console shows the fault in words and picks the recovery up by itself.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,14 +21,10 @@ from typing import Any
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from demo.scenario import Demo
 from engine.local import broker as local_broker
 from engine.local import processes
-from engine.settings.kafka import KafkaProfile
-from engine.settings.registry import RegistryProfile
 from tests.stack import start_broker, start_registry
 from zync_tui.console.app import make_app
-from zync_tui.console.hosted import EngineProcess
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
@@ -95,7 +91,7 @@ def loop_state(app: Any, name: str) -> str | None:
     return None
 
 
-async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(tmp_path: Path) -> None:
+async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spark, tmp_path: Path) -> None:
     broker = start_broker(tmp_path / "broker")
     registry = start_registry(tmp_path / "registry")
     app = make_app(
@@ -105,29 +101,16 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(tmp
         registry={"url": registry.url},
         start_stack=False,
         interval=0.5,
+        in_process=True,  # the session's Spark; the child process: tests/console/test_hosted.py
     )
-    engine = app.backend
-    assert isinstance(engine, EngineProcess)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: app.ready, 120, "the engine to start")
-            assert engine.pid != os.getpid()
-            assert engine.running_child()
-            driver = Demo(
-                lake_root=tmp_path / "lake",
-                start_stack=False,
-                kafka=KafkaProfile(bootstrap_servers=broker.address),
-                registry=RegistryProfile(url=registry.url),
-            )
+            driver = app.backend.driver
             await until(pilot, lambda: loop_state(app, "etl") == "running", 120, "the ETL loop to run")
             for batch in (1, 2, 3, 4):
                 await pilot.press("n")
-                await until(
-                    pilot,
-                    lambda b=batch: engine.batches_total() - engine.batches_left() == b and "demo" not in app.busy,
-                    60,
-                    f"batch {batch}",
-                )
+                await until(pilot, lambda b=batch: driver.published == b and "demo" not in app.busy, 60, f"batch {batch}")
                 await until(
                     pilot,
                     lambda b=batch: len(driver.staging_outputs()) >= OUTPUTS_AFTER[b],
@@ -216,7 +199,6 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(tmp
             finally:
                 app.backend.close()
                 processes.stop_process(restarted, timeout=10)
-            assert not engine.running_child()  # close() stopped the loops, then the child
     finally:
         app.backend.close()
         broker.stop()
