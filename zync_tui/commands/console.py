@@ -128,8 +128,9 @@ def _run(app: ZyncConsole) -> None:
     try:
         app.run()
     finally:
-        if not app.backend.read_only:
-            typer.echo("zync: stopping the loops (each finishes its commit in flight)…", err=True)
+        with contextlib.suppress(Exception):  # the engine may be gone: nothing to say then
+            if any(view.state not in ("not run", "unavailable") for view in app.backend.loops()):
+                typer.echo("zync: stopping the loops (each finishes its commit in flight)…", err=True)
         app.backend.close()
 
 
