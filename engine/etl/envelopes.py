@@ -85,16 +85,6 @@ def typed_sql(types: TopicTypes) -> str:
     )
 
 
-def envelope_sql(types: TopicTypes) -> str:
-    """The typed envelope as one struct: ``seqno, kafka, key, value``."""
-    key_type, value_type = types
-    return (
-        "named_struct('seqno', seqno, 'kafka', kafka, "
-        f"'key', {parse_json_sql('key', key_type)}, "
-        f"'value', {parse_json_sql('value', value_type)})"
-    )
-
-
 def json_text_sql(expr: str, data_type: DataType | None) -> str:
     """SQL for the JSON text of ``expr`` (NULL stays NULL: a tombstone); what
     :func:`json_text` does as a Column."""
@@ -130,5 +120,3 @@ def value_known(types: Mapping[str, TopicTypes], topic: str) -> bool:
     ingested). Rules over a topic whose values are not typed yet are only parsed, and
     its records (null values only: tombstones) match no rule."""
     return types.get(topic, (None, None))[1] is not None
-
-

@@ -36,7 +36,7 @@ from engine.etl.plan_context import (
     PassQuery,
 )
 from engine.etl.pools import EtlPools
-from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
+from engine.etl.rules import ASSIGNED_COLUMNS, assign_sql, parsed_sql, plan_rule, plan_unmatched
 from engine.etl.spark_errors import quiet_spark_errors
 from engine.etl.sql import quote
 from engine.etl.timings import Timings
@@ -144,24 +144,32 @@ def _evaluate(
     # outputs are computed from them again when written (read.register_input_views).
     fresh_view, done_view, drop_views = read.register_input_views(spark, fresh, done, names)
     assigned = query.name("assigned")
+    cand_name = query.name("cand")
+    local = query.name("local")
     cached: DataFrame | None = None
-    shared: list[tuple[str, DataFrame]] = []
+    #: Temp views of this evaluation (with their frame when it is cached), in order.
+    views: list[tuple[str, DataFrame | None]] = []
 
     def release_inputs() -> None:
-        for name, frame in reversed(shared):
+        for name, frame in reversed(views):
             spark.catalog.dropTempView(name)
-            frame.unpersist()
+            if frame is not None:
+                frame.unpersist()
         spark.catalog.dropTempView(assigned)
         if cached is not None:
             cached.unpersist()
+        spark.catalog.dropTempView(local)
+        spark.catalog.dropTempView(cand_name)
         drop_views()
 
     kept = False
     with quiet_spark_errors():
         try:
-            cand_name = query.name("cand")
+            # A view, not a CTE: Spark finds the cache of the assigned candidates only
+            # when its plan holds no CTE (PassQuery.take_views).
             cand = read.candidates_sql(fresh_view, done_view, small=True)
-            assigned_sql = f"WITH {cand_name} AS ({cand})\n{assign_sql(config, cand_name, types)}"
+            spark.sql(cand).createOrReplaceTempView(cand_name)
+            assigned_sql = assign_sql(config, cand_name, types)
             # The rules read the assigned candidates at a dozen places of the statement
             # (each rule's sides, fates and outputs), so they are a view, not a CTE that
             # Spark would analyse and optimise again at each place. Cold, the view is cached
@@ -176,9 +184,14 @@ def _evaluate(
                 cached.createOrReplaceTempView(assigned)
             else:
                 count = warm.rows.num_rows
-                candidates = spark.sql(assigned_sql).toArrow()
+                # without the parsed columns: they are added again on the driver's
+                # few rows (the local relation), rather than sent through Arrow
+                candidates = spark.sql(
+                    f"SELECT {', '.join(ASSIGNED_COLUMNS)} FROM ({assigned_sql})"
+                ).toArrow()
                 present = set(pc.unique(candidates.column("__rule")).to_pylist())
-                spark.createDataFrame(candidates).createOrReplaceTempView(assigned)
+                spark.createDataFrame(candidates).createOrReplaceTempView(local)
+                spark.sql(parsed_sql(config, types, local)).createOrReplaceTempView(assigned)
             query.small = count <= BROADCAST_ROWS
             query.fates(fresh_view, label=None, status=quote(DEAD), where="__dead")
             for index in range(len(config.transforms) if count else 0):
@@ -188,11 +201,14 @@ def _evaluate(
                 plan_unmatched(query, assigned)
             if count > DRIVER_OUTPUT_ROWS:
                 # Spark inlines a CTE at each use: a large pass computes the ones it
-                # reads several times once, cached until the plan is released.
-                for name, select in query.split_shared():
-                    frame = spark.sql(select).persist(StorageLevel.MEMORY_AND_DISK)
+                # reads several times once, cached until the plan is released. Every CTE
+                # becomes a view, so that no cached plan holds one (take_views).
+                for name, select, shared in query.take_views():
+                    frame = spark.sql(select)
+                    if shared:
+                        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
                     frame.createOrReplaceTempView(name)
-                    shared.append((name, frame))
+                    views.append((name, frame if shared else None))
             result = spark.sql(query.text())
             if count <= DRIVER_OUTPUT_ROWS:
                 return _Evaluated(result.toArrow(), local=True)

@@ -79,7 +79,7 @@ class PassQuery:
     #: The CTEs the statement reads more than once (a denorm's join feeds its left
     #: fates, its right fates and its outputs). Spark inlines a deterministic CTE at
     #: every use, computing it again each time; a large pass materializes these
-    #: (:meth:`split_shared`).
+    #: (:meth:`take_views`).
     shared: set[str] = field(default_factory=set)
 
     def name(self, base: str) -> str:
@@ -95,19 +95,15 @@ class PassQuery:
             self.shared.add(name)
         return name
 
-    def split_shared(self) -> list[tuple[str, str]]:
-        """Take the shared CTEs out of the statement: each as ``(name, SELECT)``, in
-        order, the SELECT carrying the CTEs before it that it may read. The caller makes
-        each a view of that name (cached) before it runs :meth:`text`."""
-        taken = []
-        kept: list[tuple[str, str]] = []
-        for name, body in self.ctes:
-            if name not in self.shared:
-                kept.append((name, body))
-                continue
-            withs = ",\n".join(f"{n} AS (\n{b}\n)" for n, b in kept)
-            taken.append((name, f"WITH\n{withs}\n{body}" if withs else body))
-        self.ctes = kept
+    def take_views(self) -> list[tuple[str, str, bool]]:
+        """Take every CTE out of the statement: each as ``(name, SELECT, shared)``, in
+        order. The caller makes each a temp view of that name (the shared ones cached)
+        before it runs :meth:`text`, which is then a plain ``UNION ALL``. Spark finds a
+        cached frame for a view only when the frame's plan holds no CTE (a CTE's ids
+        differ at each analysis: SPARK-46741, SPARK-51068), so a cache is never defined
+        with a WITH."""
+        taken = [(name, body, name in self.shared) for name, body in self.ctes]
+        self.ctes = []
         return taken
 
     def rule_view(self, index: int, body: str) -> str:

@@ -16,13 +16,17 @@ Checking the rules before anything is written is :mod:`engine.etl.check`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from engine.etl import txn
 from engine.etl.config import DenormRule, EtlConfig, Rule, StatelessRule, TxnRule
-from engine.etl.envelopes import TopicTypes, envelope_sql, typed_sql, value_known
+from engine.etl.envelopes import TopicTypes, parse_json_sql, typed_sql, value_known
 from engine.etl.plan_context import NO_RULE, PENDING, PassQuery
 from engine.etl.sql import quote
 from engine.lake.envelope import PROCESSED
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType
 
 # ----------------------------------------------------------------------- rule matching
 
@@ -43,10 +47,22 @@ def txn_id_sql(rule: TxnRule, topic: str) -> str:
     return f"CAST(({rule.txn_id_expr}) AS STRING)"
 
 
+#: The columns of the assigned candidates besides the parsed ones (:func:`assign_sql`).
+ASSIGNED_COLUMNS = ("pool", "seqno", "kafka", "key", "value", "__rule", "__txn")
+
+
+def parsed_column(config: EtlConfig, topic: str, part: str) -> str:
+    """The column of the assigned candidates holding ``part`` (``key`` or ``value``)
+    of records of ``topic`` parsed into its type (NULL in other topics' records)."""
+    return f"__p{part[0]}{config.input_topics.index(topic)}"
+
+
 def assign_sql(config: EtlConfig, candidates: str, types: Mapping[str, TopicTypes]) -> str:
     """A SELECT over ``candidates`` (a view or CTE of JSON-text records): each record
     with ``__rule`` (its first matching rule, -1: none) and ``__txn`` (its transaction
-    id, for txn rules); key and value stay JSON text."""
+    id, for txn rules); key and value stay JSON text, and are also kept parsed, once,
+    in their topic's :func:`parsed_column` (the rules read them there: a cold pass
+    caches this, so the JSON is not parsed again for each rule)."""
     parts = []
     for topic in config.input_topics:
         rules = [(i, r) for i, r in enumerate(config.transforms) if topic in r.topics]
@@ -68,11 +84,48 @@ def assign_sql(config: EtlConfig, candidates: str, types: Mapping[str, TopicType
             f"value AS __vj FROM {candidates} WHERE kafka.topic = {quote(topic)}"
         )
         ruled = f"SELECT *, {rule_sql} AS __rule FROM ({typed})"
+        parsed = []
+        for other in config.input_topics:
+            for part in ("key", "value"):
+                name = parsed_column(config, other, part)
+                if other == topic:
+                    parsed.append(f"{part} AS {name}")
+                else:
+                    none = parse_json_sql("CAST(NULL AS STRING)", _type_of(types, other, part))
+                    parsed.append(f"{none} AS {name}")
         parts.append(
             f"SELECT pool, seqno, kafka, __kj AS key, __vj AS value, __rule, "
-            f"{txn_sql} AS __txn FROM ({ruled})"
+            f"{txn_sql} AS __txn, {', '.join(parsed)} FROM ({ruled})"
         )
     return "\nUNION ALL\n".join(parts)
+
+
+def _type_of(types: Mapping[str, TopicTypes], topic: str, part: str) -> DataType | None:
+    key_type, value_type = types.get(topic, (None, None))
+    return key_type if part == "key" else value_type
+
+
+def parsed_sql(config: EtlConfig, types: Mapping[str, TopicTypes], source: str) -> str:
+    """A SELECT adding the :func:`parsed_column` s to ``source`` (assigned candidates
+    without them, e.g. a few rows brought to the driver and back)."""
+    columns = [
+        f"CASE WHEN kafka.topic = {quote(topic)} THEN "
+        f"{parse_json_sql(part, _type_of(types, topic, part))} END "
+        f"AS {parsed_column(config, topic, part)}"
+        for topic in config.input_topics
+        for part in ("key", "value")
+    ]
+    return f"SELECT *, {', '.join(columns)} FROM {source}"
+
+
+def assigned_envelope_sql(config: EtlConfig, topic: str) -> str:
+    """The typed envelope of an assigned record of ``topic`` as one struct: ``seqno,
+    kafka, key, value`` (:func:`engine.etl.envelopes.envelope_schema`)."""
+    return (
+        "named_struct('seqno', seqno, 'kafka', kafka, "
+        f"'key', {parsed_column(config, topic, 'key')}, "
+        f"'value', {parsed_column(config, topic, 'value')})"
+    )
 
 
 def of_rule(assigned: str, index: int, topic: str | None = None) -> str:
@@ -99,7 +152,7 @@ def plan_stateless(query: PassQuery, index: int, assigned: str) -> None:
     query.fates(records, label=label, status=quote(PROCESSED), index=index)
     view = query.rule_view(
         index,
-        f"SELECT {envelope_sql(query.types[rule.in_])} AS `in`, seqno AS __zo1, "
+        f"SELECT {assigned_envelope_sql(query.config, rule.in_)} AS `in`, seqno AS __zo1, "
         f"{index} AS __zo2, seqno AS __zo3, CAST(0 AS BIGINT) AS __zo4, "
         f"kafka.timestamp AS __zts FROM {records}",
     )
@@ -116,12 +169,12 @@ def plan_denorm(query: PassQuery, index: int, assigned: str) -> None:
     label = query.config.rule_label(index)
     lefts = query.cte(
         f"r{index}_lefts",
-        f"SELECT pool, seqno, kafka, {envelope_sql(query.types[rule.left])} AS `left` "
+        f"SELECT pool, seqno, kafka, {assigned_envelope_sql(query.config, rule.left)} AS `left` "
         f"FROM {of_rule(assigned, index, rule.left)}",
     )
     rights = query.cte(
         f"r{index}_rights",
-        f"SELECT pool AS __rpool, {envelope_sql(query.types[rule.right])} AS `right` "
+        f"SELECT pool AS __rpool, {assigned_envelope_sql(query.config, rule.right)} AS `right` "
         f"FROM {of_rule(assigned, index, rule.right)}",
     )
     hint = f"/*+ BROADCAST({rights}) */ " if query.small else ""
