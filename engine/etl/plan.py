@@ -64,7 +64,7 @@ class Plan:
     #: Outputs per output topic.
     counts: dict[str, int]
     moved: dict[TopicPartition, int]
-    #: The outputs (columns :data:`engine.etl.plan_context.OUTPUT_COLUMNS`), persisted on
+    #: The outputs (columns :data:`engine.etl.plan_context.OUTPUT_COLUMNS`), kept on
     #: the executors until :meth:`release`; None when there are none or they came to the
     #: driver.
     outputs: DataFrame | None = None
@@ -72,7 +72,7 @@ class Plan:
     local_outputs: pa.Table | None = None
     #: The first staging seqno of this plan's outputs (the markers follow them).
     first_seqno: int = 0
-    #: Unpersists the outputs (and what they were computed from) once written.
+    #: Frees the kept outputs once written.
     release_result: Callable[[], None] | None = None
     #: What the pass read: the input rows (a Spark frame when read cold, Arrow when read
     #: from the window) and this ETL's markers above the cursors; see engine.etl.window.
@@ -82,8 +82,7 @@ class Plan:
     #: engine.etl.evaluate.WarmRead).
     read_from: ReadFrom = "spark"
     done: pa.Table | None = None
-    #: Unpersists the cold input (:attr:`fresh`); after :attr:`release_result`, since
-    #: Spark drops the caches built on a cache it uncaches.
+    #: Frees the kept cold input (:attr:`fresh`).
     release_read: Callable[[], Any] | None = None
 
     @property

@@ -73,7 +73,8 @@ class PassQuery:
     small: bool = True
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
     ctes: list[tuple[str, str]] = field(default_factory=list)
-    rows: list[str] = field(default_factory=list)
+    #: The SELECTs of the union, each with its kind (``f``: fates, ``o``: outputs).
+    rows: list[tuple[str, str]] = field(default_factory=list)
     #: The SQL text of each rule's SELECT, as run (for --explain).
     sql: dict[int, str] = field(default_factory=dict)
     #: The CTEs the statement reads more than once (a denorm's join feeds its left
@@ -139,8 +140,11 @@ class PassQuery:
             "status": status,
         }
         self.rows.append(
-            f"SELECT {result_row('f', values)} FROM {source}"
-            + (f" WHERE {where}" if where else "")
+            (
+                "f",
+                f"SELECT {result_row('f', values)} FROM {source}"
+                + (f" WHERE {where}" if where else ""),
+            )
         )
 
     def outputs(self, index: int, view: str, from_names: tuple[str, ...] = ()) -> None:
@@ -164,10 +168,20 @@ class PassQuery:
             "o4": "__zo4",
             "o5": "monotonically_increasing_id()",
         }
-        self.rows.append(f"SELECT {result_row('o', values)} FROM {result}")
+        self.rows.append(("o", f"SELECT {result_row('o', values)} FROM {result}"))
 
     def text(self) -> str:
         """The whole statement."""
         withs = ",\n".join(f"{name} AS (\n{body}\n)" for name, body in self.ctes)
-        union = "\nUNION ALL\n".join(self.rows)
+        union = "\nUNION ALL\n".join(select for _, select in self.rows)
         return f"WITH\n{withs}\n{union}" if withs else union
+
+    def part(self, kind: str, columns: tuple[str, ...]) -> str | None:
+        """The rows of one kind (``f`` or ``o``) alone, only ``columns`` of them, once
+        the CTEs are views (:meth:`take_views`); None when the pass has none."""
+        assert not self.ctes, "part() reads the CTEs as views: take_views() first"
+        selects = [select for k, select in self.rows if k == kind]
+        if not selects:
+            return None
+        union = "\nUNION ALL\n".join(selects)
+        return f"SELECT {', '.join(columns)} FROM (\n{union}\n)"

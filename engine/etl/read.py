@@ -85,13 +85,7 @@ def register_input_views(
     spark: SparkSession, fresh: DataFrame, done: pa.Table, names: tuple[str, str]
 ) -> tuple[str, str | None, Callable[[], None]]:
     """``fresh`` and ``done`` as temp views named ``names`` (no done view when there
-    are no markers), and a callable that drops them.
-
-    Dropping a view uncaches its plan (Spark's ``Catalog.dropTempView``): a view of a
-    persisted cold input takes that cache with it, and every cache built on it that is
-    not yet filled is compiled again against the table. A caller whose result is still
-    to be computed from the input (a large pass's outputs, written after the plan is
-    decided) drops the views when it releases that result, not before."""
+    are no markers), and a callable that drops them."""
     fresh_view, done_view = names
     fresh.createOrReplaceTempView(fresh_view)
     registered = [fresh_view]
