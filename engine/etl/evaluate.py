@@ -36,7 +36,7 @@ from engine.etl.plan_context import (
     PassQuery,
 )
 from engine.etl.pools import EtlPools
-from engine.etl.rules import ASSIGNED_COLUMNS, assign_sql, parsed_sql, plan_rule, plan_unmatched
+from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
 from engine.etl.spark_errors import quiet_spark_errors
 from engine.etl.sql import quote
 from engine.etl.timings import Timings
@@ -172,9 +172,10 @@ def _evaluate(
 ) -> _Evaluated:
     """The pass's one SQL statement (:class:`PassQuery`), run. Cold, the assigned
     candidates are kept and counted first (every branch of the statement reads them),
-    and a large pass keeps the CTEs the statement reads several times, then its result
-    (after which what it was computed from is freed); warm, they are computed from a
-    local frame of a few rows and become one (a local relation)."""
+    and a large pass keeps the CTEs the statement reads several times, then its
+    outputs, and brings the fates from the kept frames (which are freed then); warm,
+    they are computed from a local frame of a few rows and become one (a local
+    relation)."""
     spark = pools.spark
     config = pools.config
     types = pools.types()
@@ -196,9 +197,8 @@ def _evaluate(
     with quiet_spark_errors():
         try:
             cand = query.name("cand")
-            spark.sql(read.candidates_sql(fresh_view, done_view, small=True)).createOrReplaceTempView(cand)
-            views.append(cand)
-            assigned_sql = assign_sql(config, cand, types)
+            cand_sql = read.candidates_sql(fresh_view, done_view, small=True)
+            assigned_sql = f"WITH {cand} AS ({cand_sql})\n{assign_sql(config, cand, types)}"
             # The rules read the assigned candidates at a dozen places of the statement
             # (each rule's sides, fates and outputs), so they are a view, not a CTE that
             # Spark would analyse and optimise again at each place. Cold, the view is kept
@@ -218,16 +218,12 @@ def _evaluate(
                 kept[-1].frame.createOrReplaceTempView(assigned)
             else:
                 count = warm.rows.num_rows
-                # without the parsed columns: they are added again on the driver's
-                # few rows (the local relation), rather than sent through Arrow
-                candidates = spark.sql(
-                    f"SELECT {', '.join(ASSIGNED_COLUMNS)} FROM ({assigned_sql})"
-                ).toArrow()
+                # the parsed columns too, given back with their Spark types
+                assigned_frame = spark.sql(assigned_sql)
+                candidates = assigned_frame.toArrow()
                 present = set(pc.unique(candidates.column("__rule")).to_pylist())
-                local = query.name("local")
-                spark.createDataFrame(candidates).createOrReplaceTempView(local)
-                views.append(local)
-                spark.sql(parsed_sql(config, types, local)).createOrReplaceTempView(assigned)
+                local = spark.createDataFrame(candidates, schema=assigned_frame.schema)
+                local.createOrReplaceTempView(assigned)
             views.append(assigned)
             query.small = count <= BROADCAST_ROWS
             query.fates(fresh_view, label=None, status=quote(DEAD), where="__dead")

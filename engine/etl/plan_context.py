@@ -79,8 +79,8 @@ class PassQuery:
     sql: dict[int, str] = field(default_factory=dict)
     #: The CTEs the statement reads more than once (a denorm's join feeds its left
     #: fates, its right fates and its outputs). Spark inlines a deterministic CTE at
-    #: every use, computing it again each time; a large pass materializes these
-    #: (:meth:`take_views`).
+    #: every use, computing it again each time; a large pass computes these once and
+    #: keeps them (:meth:`take_views`).
     shared: set[str] = field(default_factory=set)
 
     def name(self, base: str) -> str:
@@ -98,11 +98,10 @@ class PassQuery:
 
     def take_views(self) -> list[tuple[str, str, bool]]:
         """Take every CTE out of the statement: each as ``(name, SELECT, shared)``, in
-        order. The caller makes each a temp view of that name (the shared ones cached)
-        before it runs :meth:`text`, which is then a plain ``UNION ALL``. Spark finds a
-        cached frame for a view only when the frame's plan holds no CTE (a CTE's ids
-        differ at each analysis: SPARK-46741, SPARK-51068), so a cache is never defined
-        with a WITH."""
+        order. The caller makes each a temp view of that name (the shared ones computed
+        once and kept) before it runs :meth:`part`. Spark finds a cached frame by its
+        plan and misses one whose plan holds a CTE (a CTE's ids differ at each analysis:
+        SPARK-46741, SPARK-51068): with no CTE left, no plan of the pass holds one."""
         taken = [(name, body, name in self.shared) for name, body in self.ctes]
         self.ctes = []
         return taken

@@ -47,10 +47,6 @@ def txn_id_sql(rule: TxnRule, topic: str) -> str:
     return f"CAST(({rule.txn_id_expr}) AS STRING)"
 
 
-#: The columns of the assigned candidates besides the parsed ones (:func:`assign_sql`).
-ASSIGNED_COLUMNS = ("pool", "seqno", "kafka", "key", "value", "__rule", "__txn")
-
-
 def parsed_column(config: EtlConfig, topic: str, part: str) -> str:
     """The column of the assigned candidates holding ``part`` (``key`` or ``value``)
     of records of ``topic`` parsed into its type (NULL in other topics' records)."""
@@ -62,7 +58,7 @@ def assign_sql(config: EtlConfig, candidates: str, types: Mapping[str, TopicType
     with ``__rule`` (its first matching rule, -1: none) and ``__txn`` (its transaction
     id, for txn rules); key and value stay JSON text, and are also kept parsed, once,
     in their topic's :func:`parsed_column` (the rules read them there: a cold pass
-    caches this, so the JSON is not parsed again for each rule)."""
+    keeps this on the executors, so the JSON is not parsed again for each rule)."""
     parts = []
     for topic in config.input_topics:
         rules = [(i, r) for i, r in enumerate(config.transforms) if topic in r.topics]
@@ -103,19 +99,6 @@ def assign_sql(config: EtlConfig, candidates: str, types: Mapping[str, TopicType
 def _type_of(types: Mapping[str, TopicTypes], topic: str, part: str) -> DataType | None:
     key_type, value_type = types.get(topic, (None, None))
     return key_type if part == "key" else value_type
-
-
-def parsed_sql(config: EtlConfig, types: Mapping[str, TopicTypes], source: str) -> str:
-    """A SELECT adding the :func:`parsed_column` s to ``source`` (assigned candidates
-    without them, e.g. a few rows brought to the driver and back)."""
-    columns = [
-        f"CASE WHEN kafka.topic = {quote(topic)} THEN "
-        f"{parse_json_sql(part, _type_of(types, topic, part))} END "
-        f"AS {parsed_column(config, topic, part)}"
-        for topic in config.input_topics
-        for part in ("key", "value")
-    ]
-    return f"SELECT *, {', '.join(columns)} FROM {source}"
 
 
 def assigned_envelope_sql(config: EtlConfig, topic: str) -> str:
