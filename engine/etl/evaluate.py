@@ -27,6 +27,7 @@ from engine.etl import read
 from engine.etl.checked import Checked
 from engine.etl.config import TxnRule
 from engine.etl.cursors import Positions
+from engine.etl.markers import count_by
 from engine.etl.plan import Plan, ReadFrom, decide, empty_plan
 from engine.etl.plan_context import (
     DEAD,
@@ -154,11 +155,8 @@ def _local(table: pa.Table) -> _Evaluated:
     """A small pass's result, fates and outputs in one table (told apart by ``kind``)."""
     kind = table.column("kind")
     outputs = table.filter(pc.equal(kind, "o"))
-    grouped = outputs.group_by("out", use_threads=False).aggregate([([], "count_all")])
-    counts = dict(
-        zip(grouped.column("out").to_pylist(), grouped.column("count_all").to_pylist(), strict=True)
-    )
     fates_ = table.filter(pc.equal(kind, "f")).select(list(FATE_COLUMNS))
+    counts = count_by(outputs, "out")
     return _Evaluated(fates_, counts, local_outputs=outputs.select(list(OUTPUT_COLUMNS)))
 
 
