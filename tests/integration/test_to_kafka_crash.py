@@ -78,26 +78,26 @@ class Case:
 CASES = {
     "jdbc": Case(
         {"A": (8_000, 1, "avro", 2_400), "B": (12_000, 3, "json", 3_600)},
-        {"A": 140, "B": 210},
+        {"A": 224, "B": 336},
         kills=8,
         interrupted=4,
         record=invoice,
     ),
     "debezium": Case(
         {"A": (2_000, 1, "avro", 600), "B": (3_000, 3, "json", 900)},
-        {"A": 40, "B": 60},
+        {"A": 80, "B": 120},
         kills=4,
         interrupted=2,
     ),
     "differential": Case(
         {"A": (2_000, 1, "avro", 600), "B": (3_000, 3, "json", 900)},
-        {"A": 40, "B": 60},
+        {"A": 80, "B": 120},
         kills=4,
         interrupted=2,
     ),
     "materialize": Case(
         {"A": (2_000, 1, "avro", 600), "B": (3_000, 3, "avro", 900)},
-        {"A": 40, "B": 60},
+        {"A": 80, "B": 120},
         kills=4,
         interrupted=2,
     ),
@@ -231,10 +231,11 @@ def kill_9_at_random_moments(
                 before,
             )
         # half the rounds kill just after a transaction went through (the next one is
-        # likely in flight), the others at a random moment of the run
+        # likely in flight), the others at a random moment of the run; once everything is
+        # staged, every round is random (a caught-up delivery has nothing left to wait for)
         started = time.monotonic()
         pending = set(procs)
-        wait_for_delivery = round_ % 2 == 0
+        wait_for_delivery = round_ % 2 == 0 and not stager_done.is_set()
         deadlines = {
             name: started + (30.0 if wait_for_delivery else rng.uniform(0.5, 5.0)) for name in procs
         }
