@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run zync's checks, then its whole test suite (unit, integration, slow), in the project's .venv.
-# The checks come first, while `zync setup` fetches the S3 jars, and fail the run: ruff
+# The checks come first, while `zync setup` fetches the JVM artifacts and makes the class
+# archives, and fail the run: ruff
 # (lint), mypy (types), lint-imports (the import contracts), all configured in pyproject.toml,
 # and the layout test (tests/unit/test_boundaries.py: every module of engine, zync_tui and
 # demo). pytest then runs on three workers (pytest-xdist;
@@ -12,13 +13,13 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k registry -x`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$root/scripts/venv.sh"
+ZYNC_SETUP=later source "$root/scripts/venv.sh"
 cd "$root"
 bin="$root/.venv/bin"
-# venv.sh ran `zync setup` (the JVM artifacts and class archives); this one adds the optional
-# set the S3 lake tests need for Spark over s3a (~600 MB, fetched once) beside the checks,
-# which need none of it; the run waits for it before pytest, and stops it if a check fails
-# first
+# `zync setup` (the JVM artifacts, with the optional set the S3 lake tests need for Spark
+# over s3a, ~600 MB, fetched once; then the class archives, about a minute on a fresh
+# checkout) runs beside the checks, which need none of it; the run waits for it before
+# pytest, and stops it if a check fails first
 "$bin/zync" setup --quiet --with s3 &
 setup_pid=$!
 trap 'kill "$setup_pid" 2>/dev/null || true' EXIT
