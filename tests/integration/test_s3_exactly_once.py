@@ -11,7 +11,7 @@ import engine.etl.evaluate
 from engine.lake.pools import Lake
 from tests.integration import test_etl_concurrency, test_etl_invoices
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow, pytest.mark.s3]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow(seconds=150), pytest.mark.s3]
 
 
 @pytest.mark.parametrize("writer", ["driver", "executors"])

@@ -25,7 +25,7 @@ from tests.integration.test_run import (
 from tests.integration.test_to_kafka import profiles, read_topic
 from tests.s3 import SECRET_KEY
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.s3]
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=130), pytest.mark.s3]
 
 
 def _zync(module: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -48,7 +48,7 @@ from tests.integration.test_to_kafka import (
     unique,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=200)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=100)]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: records per transaction: catch-ups make transactions of more than 1,000 messages per

@@ -8,7 +8,7 @@ import pytest
 
 from tests.integration.test_to_kafka_crash import kill_9_at_random_moments
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=180)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=90)]
 
 
 @pytest.mark.parametrize("envelope", ["debezium", "materialize"])
