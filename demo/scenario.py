@@ -308,7 +308,7 @@ class Demo:
         if not self.lake.exists(STAGING_POOL):
             return []
         pool = self.lake.open_pool(STAGING_POOL)
-        table = pool.table.to_pyarrow_dataset().to_table(
+        table = pool.dataset().to_table(
             columns=["kafka", "key", "value"],
             filter=ds.field("marker").is_null() & ds.field("kafka").is_valid(),
         )
@@ -447,5 +447,5 @@ def _raw_records(pool: Pool) -> int:
     """Records and dead letters the pool holds (markers excluded)."""
     import pyarrow.dataset as ds  # deferred: only the headless run needs it
 
-    table = pool.table.to_pyarrow_dataset().to_table(columns=["seqno"], filter=ds.field("marker").is_null())
+    table = pool.dataset().to_table(columns=["seqno"], filter=ds.field("marker").is_null())
     return int(table.num_rows)

@@ -123,7 +123,7 @@ class StagingReader:
             condition = condition & (offset >= low)
         if below is not None:
             condition = condition & (offset < below)
-        dataset = self.pool.table.to_pyarrow_dataset()
+        dataset = self.pool.dataset()
         return dataset.to_table(
             columns={"offset": offset, "key": pc.field("key"), "value": pc.field("value")},
             filter=condition,
@@ -132,7 +132,7 @@ class StagingReader:
     def last_offset(self) -> int | None:
         """The largest pool offset of the topic's records in the loaded snapshot (None:
         none); reads the offset column only."""
-        table = self.pool.table.to_pyarrow_dataset().to_table(
+        table = self.pool.dataset().to_table(
             columns={"offset": pc.field("kafka", "offset")}, filter=self.record_condition()
         )
         if not table.num_rows:

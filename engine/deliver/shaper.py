@@ -75,7 +75,7 @@ class Shaper:
         pool, topic = self.reader.pool, self.reader.topic
         spark = self._spark()
         offset = pc.field("kafka", "offset")
-        rows = pool.table.to_pyarrow_dataset().to_table(
+        rows = pool.dataset().to_table(
             columns=["seqno", "kafka", "key", "value"],
             filter=self.reader.record_condition() & (offset >= low) & (offset <= high),
         )

@@ -125,7 +125,7 @@ def expired_marker_rows(staging: Pool, etl: str) -> pa.Table:
     import pyarrow.dataset as ds  # deferred, like pyarrow's other optional modules
 
     wanted = (ds.field("marker", "etl") == etl) & (ds.field("marker", "status") == EXPIRED)
-    table = staging.table.to_pyarrow_dataset().to_table(columns=["seqno", "marker"], filter=wanted)
+    table = staging.dataset().to_table(columns=["seqno", "marker"], filter=wanted)
     marker = table.column("marker")
     return pa.table(
         {

@@ -46,6 +46,7 @@ from engine.lake.location import Location, parse_location
 from engine.sparktypes import merge_type_json
 
 if TYPE_CHECKING:
+    import pyarrow.dataset as ds
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
@@ -247,22 +248,10 @@ class Pool:
         self.location = location if isinstance(location, Location) else parse_location(location)
         self.table = table
         self.guard = guard or CommitGuard(self.location)
-        self.meta = self._check(table)
+        self.meta = _pool_meta(self.location, table)
 
     def __repr__(self) -> str:
         return f"Pool({self.name!r}, kind={self.meta.kind}, version={self.version})"
-
-    def _check(self, table: DeltaTable) -> PoolMeta:
-        meta = PoolMeta.from_description(table.metadata().description)
-        problems = shape_problems(delta.arrow_schema(table))
-        if meta is None:
-            problems.insert(0, "its description has no zync metadata")
-        if problems:
-            raise NotAPool(
-                f"{self.location} is a Delta table but not a zync pool: " + "; ".join(problems)
-            )
-        assert meta is not None
-        return meta
 
     @property
     def uri(self) -> str:
@@ -495,6 +484,10 @@ class Pool:
     def files(self, predicate: str | None = None) -> list[str]:
         return delta.live_files(self.table, predicate)
 
+    def dataset(self) -> ds.Dataset:
+        """The loaded snapshot as a pyarrow dataset (see :func:`delta.table_dataset`)."""
+        return delta.table_dataset(self.location, self.table)
+
     def snapshot(self, version: int | None = None) -> DeltaTable:
         return self.table if version is None else delta.open_table(self.location, version=version)
 
@@ -530,6 +523,17 @@ class Pool:
             return spark_rows.spark_types_of(self.meta.types.values())
         found = self.meta.types.get(topic)
         return spark_rows.spark_types_of([found] if found else [])
+
+def _pool_meta(location: Location, table: DeltaTable) -> PoolMeta:
+    """The zync metadata of a Delta table, or :class:`NotAPool` saying what is missing."""
+    meta = PoolMeta.from_description(table.metadata().description)
+    problems = shape_problems(delta.arrow_schema(table))
+    if meta is None:
+        problems.insert(0, "its description has no zync metadata")
+    if problems or meta is None:
+        raise NotAPool(f"{location} is a Delta table but not a zync pool: " + "; ".join(problems))
+    return meta
+
 
 def _sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")

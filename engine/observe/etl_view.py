@@ -205,7 +205,7 @@ class EtlView:
         out: Envelopes = {}
         for pool_name, seqnos in wanted.items():
             pool = self.pools.pool(pool_name, "etl")
-            dataset = pool.table.to_pyarrow_dataset()
+            dataset = pool.dataset()
             expr = (ds.field("seqno") >= min(seqnos)) & (ds.field("seqno") <= max(seqnos))
             table = dataset.to_table(columns=["seqno", "kafka", "key", "value"], filter=expr)
             table = table.filter(pc.is_in(table.column("seqno"), value_set=pa.array(seqnos, pa.int64())))

@@ -63,5 +63,5 @@ def read_valid(pool: Pool, columns: list[str], not_null: str) -> pa.Table:
     """``columns`` of the pool's rows where ``not_null`` is set (dead letters, markers)."""
     import pyarrow.dataset as ds  # deferred, like every heavy import of engine.observe
 
-    dataset = pool.table.to_pyarrow_dataset()
+    dataset = pool.dataset()
     return dataset.to_table(columns=columns, filter=ds.field(not_null).is_valid())

@@ -108,7 +108,7 @@ class TopicsView:
         import pyarrow.compute as pc  # deferred, like every heavy import of engine.observe
         import pyarrow.dataset as ds
 
-        table = pool.table.to_pyarrow_dataset().to_table(
+        table = pool.dataset().to_table(
             columns={"topic": ds.field("kafka", "topic")}, filter=ds.field("kafka").is_valid()
         )
         found = {t for t in pc.unique(table.column("topic")).to_pylist() if t is not None}

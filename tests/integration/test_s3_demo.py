@@ -37,6 +37,6 @@ def test_headless_demo_on_an_s3_lake(spark, s3_url: str, tmp_path: Path, monkeyp
     lake = Lake(s3_url)
     assert {"Raw", "Staging"} <= set(lake.pool_names())
     staging = lake.open_pool("Staging")
-    outputs = staging.table.to_pyarrow_dataset().to_table(columns=["kafka"]).column("kafka").to_pylist()
+    outputs = staging.dataset().to_table(columns=["kafka"]).column("kafka").to_pylist()
     topics = [row["topic"] for row in outputs if row is not None]
     assert topics.count("NewInvoices") == 8

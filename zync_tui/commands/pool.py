@@ -133,7 +133,7 @@ def _topic_rows(pool: "Pool") -> list[dict[str, Any]]:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    dataset = pool.table.to_pyarrow_dataset()
+    dataset = pool.dataset()
     scan = dataset.to_table(
         columns={
             "t": ds.field("kafka", "topic"),
@@ -169,7 +169,7 @@ def _dead_letter_stages(pool: "Pool") -> dict[str, int]:
     import pyarrow.compute as pc  # deferred: pyarrow, only when a pool is read
     import pyarrow.dataset as ds
 
-    scan = pool.table.to_pyarrow_dataset().to_table(
+    scan = pool.dataset().to_table(
         columns={"stage": ds.field("deadletter", "stage")}, filter=pc.is_valid(ds.field("deadletter"))
     )
     if scan.num_rows == 0:
