@@ -484,9 +484,9 @@ class Pool:
     def files(self, predicate: str | None = None) -> list[str]:
         return delta.live_files(self.table, predicate)
 
-    def dataset(self) -> ds.Dataset:
+    def dataset(self, predicate: str | None = None) -> ds.Dataset:
         """The loaded snapshot as a pyarrow dataset (see :func:`delta.table_dataset`)."""
-        return delta.table_dataset(self.location, self.table)
+        return delta.table_dataset(self.location, self.table, predicate)
 
     def snapshot(self, version: int | None = None) -> DeltaTable:
         return self.table if version is None else delta.open_table(self.location, version=version)

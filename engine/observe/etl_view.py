@@ -205,8 +205,9 @@ class EtlView:
         out: Envelopes = {}
         for pool_name, seqnos in wanted.items():
             pool = self.pools.pool(pool_name, "etl")
-            dataset = pool.dataset()
-            expr = (ds.field("seqno") >= min(seqnos)) & (ds.field("seqno") <= max(seqnos))
+            low, high = min(seqnos), max(seqnos)
+            dataset = pool.dataset(f"seqno >= {low} AND seqno <= {high}")  # prunes files
+            expr = (ds.field("seqno") >= low) & (ds.field("seqno") <= high)
             table = dataset.to_table(columns=["seqno", "kafka", "key", "value"], filter=expr)
             table = table.filter(pc.is_in(table.column("seqno"), value_set=pa.array(seqnos, pa.int64())))
             for row in table.to_pylist():
