@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Run zync's checks, then its whole test suite (unit, integration, slow), in the project's .venv.
 # The checks come first, while `zync setup` fetches the JVM artifacts and makes the class
-# archives, and fail the run: ruff
-# (lint), mypy (types), lint-imports (the import contracts), all configured in pyproject.toml,
-# and the layout test (tests/unit/test_boundaries.py: every module of engine, zync_tui and
-# demo). pytest then runs on three workers (pytest-xdist;
+# archives, and fail the run: ruff (lint), mypy (types), lint-imports (the import
+# contracts), all configured in pyproject.toml, and the layout test
+# (tests/unit/test_boundaries.py: every module of engine, zync_tui and demo). pytest then
+# runs on three workers (pytest-xdist; four were slower: bench/RESULTS.md, "The test suite";
 # each test file stays on one worker, the longest files first — tests/conftest.py orders them
 # by their `slow(seconds=…)` marks, and --no-loadscope-reorder keeps that order: xdist would
 # otherwise start the files with the most tests first, which are the quick ones; most tests

@@ -524,6 +524,7 @@ class Pool:
         found = self.meta.types.get(topic)
         return spark_rows.spark_types_of([found] if found else [])
 
+
 def _pool_meta(location: Location, table: DeltaTable) -> PoolMeta:
     """The zync metadata of a Delta table, or :class:`NotAPool` saying what is missing."""
     meta = PoolMeta.from_description(table.metadata().description)
