@@ -108,16 +108,6 @@ def parquet_dataset(where: Location, uris: Sequence[str], schema: pa.Schema) -> 
     return ds.dataset(paths, schema=schema, format="parquet", filesystem=fs)
 
 
-def table_dataset(where: Location, table: DeltaTable, predicate: str | None = None) -> Any:
-    """The table's loaded snapshot as a ``pyarrow.dataset`` (:func:`parquet_dataset` over
-    its live files, pruned by ``predicate`` as :func:`live_files` does: callers still
-    filter rows). Not delta-rs' ``to_pyarrow_dataset``: on S3 it reads through a
-    Python file system whose threads can abort the process at exit ("terminate called
-    without an active exception", 13 of 40 runs of a short scan; bench/RESULTS.md,
-    "S3: an abort at exit")."""
-    return parquet_dataset(where, live_files(table, predicate), arrow_schema(table))
-
-
 def rows_from(table: DeltaTable, column: str, value: int) -> int:
     """How many rows the files that may hold ``column >= value`` have, from the Delta
     log's statistics (no data read; a file without statistics counts whole)."""

@@ -485,8 +485,11 @@ class Pool:
         return delta.live_files(self.table, predicate)
 
     def dataset(self, predicate: str | None = None) -> ds.Dataset:
-        """The loaded snapshot as a pyarrow dataset (see :func:`delta.table_dataset`)."""
-        return delta.table_dataset(self.location, self.table, predicate)
+        """The loaded snapshot's :meth:`files` (pruned by ``predicate``: callers still
+        filter rows) as a pyarrow dataset. Not delta-rs' ``to_pyarrow_dataset``: on S3 it
+        reads through a Python file system whose threads can abort the process at exit
+        (bench/RESULTS.md, "S3: an abort at exit")."""
+        return delta.parquet_dataset(self.location, self.files(predicate), delta.arrow_schema(self.table))
 
     def snapshot(self, version: int | None = None) -> DeltaTable:
         return self.table if version is None else delta.open_table(self.location, version=version)
