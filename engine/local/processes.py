@@ -135,14 +135,37 @@ def _signal(pid: int, signum: int) -> None:
             os.kill(pid, signum)
 
 
-def _wait_gone(proc: Process, timeout: float) -> bool:
+def _live_start_time(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks after boot), or None once it is gone or a zombie.
+
+    An exiting process drops its command line before it becomes a zombie, so "the command
+    line is no longer ours" alone would call a process that is still tearing down gone.
+    The start time tells that moment from a PID reused by someone else.
+    """
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def _wait_gone(proc: Process, started: str | None, timeout: float) -> bool:
+    """Wait until ``proc`` has exited (our child: reaped; another's: gone or a zombie)."""
     deadline = time.monotonic() + timeout
     child = _CHILDREN.get(proc.pid)
     while True:
         if child is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
-        if not process_running(proc):
+        gone = (
+            not process_running(proc)
+            if child is not None or started is None
+            else _live_start_time(proc.pid) != started
+        )
+        if gone:
             _CHILDREN.pop(proc.pid, None)
             return True
         if time.monotonic() >= deadline:
@@ -161,12 +184,13 @@ def stop_process(proc: Process, timeout: float = STOP_TIMEOUT) -> bool:
     if not process_running(proc):
         _CHILDREN.pop(proc.pid, None)
         return False
+    started = _live_start_time(proc.pid)
     try:
         _signal(proc.pid, signal.SIGTERM)
-        if _wait_gone(proc, timeout):
+        if _wait_gone(proc, started, timeout):
             return True
         _signal(proc.pid, signal.SIGKILL)
-        if _wait_gone(proc, 5.0):
+        if _wait_gone(proc, started, 5.0):
             return True
     except PermissionError:
         pass

@@ -300,6 +300,45 @@ def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
             child.stdout.close()
 
 
+def test_stop_waits_for_a_process_that_lost_its_command_line_while_exiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exiting process reads as an empty command line before it is a zombie: not gone yet."""
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.5), sys.exit(0)))\n"
+        "print(1, flush=True); time.sleep(60)"
+    )
+    argv = (sys.executable, "-c", code)
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, start_new_session=True)
+    signalled: list[int] = []
+    real_signal, real_cmdline = processes._signal, processes._cmdline
+
+    def signal_and_note(pid: int, signum: int) -> None:
+        signalled.append(signum)
+        real_signal(pid, signum)
+
+    def cmdline(pid: int) -> tuple[str, ...] | None:
+        return () if signalled else real_cmdline(pid)  # the window between exit_mm and zombie
+
+    monkeypatch.setattr(processes, "_signal", signal_and_note)
+    monkeypatch.setattr(processes, "_cmdline", cmdline)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline()
+        # Not registered as our child: found through /proc, as `zync dev down` finds it.
+        proc = processes.Process("registry", child.pid, 0, argv, tmp_path / "log")
+        assert processes.stop_process(proc, timeout=10) is True
+        assert not _alive(child.pid)
+        assert signalled == [15]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        if child.stdout:
+            child.stdout.close()
+
+
 def test_session_helpers_start_and_stop(tmp_path: Path) -> None:
     from engine.local.broker import broker_ready
     from engine.local.registry import registry_ready
