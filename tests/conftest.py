@@ -54,7 +54,14 @@ def spark():
 
     Started with Spark's s3a jars (``$ZYNC_SPARK_S3_JARS``, as a user who opens lakes
     on S3 after Spark has started sets it), so the S3 lake tests share the session of
-    every other test file on their worker instead of starting a JVM of their own."""
+    every other test file on their worker instead of starting a JVM of their own.
+
+    Its expressions are evaluated interpreted (``spark.sql.codegen.factoryMode``
+    ``NO_CODEGEN``): the tests' passes are small and many, and generating and compiling
+    code for each new plan cost more than running it (test_etl_invoices + test_etl_window:
+    184 → 150 CPU-s, bench/RESULTS.md "The test suite"). The results are the same by
+    Spark's contract; the ``zync`` processes the end-to-end tests start run Spark as
+    users do (code generated), and test_cluster compares a run of each kind row by row."""
     from engine.settings.spark import SparkSettings
     from engine.spark import get_spark, stop_spark
 
@@ -62,7 +69,13 @@ def spark():
     os.environ["ZYNC_SPARK_S3_JARS"] = "true"
     try:
         session = get_spark(
-            SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
+            SparkSettings(
+                master="local[2]",
+                conf={
+                    "spark.sql.shuffle.partitions": "4",
+                    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                },
+            )
         )
     finally:
         if before is None:
