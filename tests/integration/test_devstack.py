@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -279,25 +280,33 @@ def test_the_stack_outlives_the_command_that_started_it(home: Path) -> None:
     assert not any(_alive(pid) for pid in pids.values())
 
 
-def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
-    argv = [sys.executable, "-c", code]
+@contextlib.contextmanager
+def _python_child(code: str) -> Iterator[tuple[subprocess.Popen[bytes], tuple[str, ...]]]:
+    """A Python process in its own session running ``code``, once it printed its first
+    line (its signal handlers are set by then); killed and reaped at the end."""
+    argv = (sys.executable, "-c", code)
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert child.stdout is not None
-        assert child.stdout.readline()  # SIGTERM is ignored from now on
-        proc = processes.Process("broker", child.pid, 0, tuple(argv), tmp_path / "log")
-        started = time.monotonic()
-        assert processes.stop_process(proc, timeout=0.5) is True
-        assert time.monotonic() - started >= 0.5
-        assert child.wait(timeout=5) == -9
-        assert processes.stop_process(proc) is False  # already gone: nothing to do
+        assert child.stdout.readline()
+        yield child, argv
     finally:
         if child.poll() is None:
             child.kill()
         child.wait()
         if child.stdout:
             child.stdout.close()
+
+
+def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+    with _python_child(code) as (child, argv):  # SIGTERM is ignored from now on
+        proc = processes.Process("broker", child.pid, 0, argv, tmp_path / "log")
+        started = time.monotonic()
+        assert processes.stop_process(proc, timeout=0.5) is True
+        assert time.monotonic() - started >= 0.5
+        assert child.wait(timeout=5) == -9
+        assert processes.stop_process(proc) is False  # already gone: nothing to do
 
 
 def test_stop_waits_for_a_process_that_lost_its_command_line_while_exiting(
@@ -309,8 +318,6 @@ def test_stop_waits_for_a_process_that_lost_its_command_line_while_exiting(
         "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.5), sys.exit(0)))\n"
         "print(1, flush=True); time.sleep(60)"
     )
-    argv = (sys.executable, "-c", code)
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, start_new_session=True)
     signalled: list[int] = []
     real_signal, real_cmdline = processes._signal, processes._cmdline
 
@@ -323,20 +330,12 @@ def test_stop_waits_for_a_process_that_lost_its_command_line_while_exiting(
 
     monkeypatch.setattr(processes, "_signal", signal_and_note)
     monkeypatch.setattr(processes, "_cmdline", cmdline)
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline()
+    with _python_child(code) as (child, argv):
         # Not registered as our child: found through /proc, as `zync dev down` finds it.
         proc = processes.Process("registry", child.pid, 0, argv, tmp_path / "log")
         assert processes.stop_process(proc, timeout=10) is True
         assert not _alive(child.pid)
         assert signalled == [15]
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-        if child.stdout:
-            child.stdout.close()
 
 
 def test_session_helpers_start_and_stop(tmp_path: Path) -> None:
