@@ -3,7 +3,9 @@
 A process started here runs in its own session (it outlives the command that started
 it) and logs to ``<dir>/<component>.log``. A PID counts as ours only while
 ``/proc/PID/cmdline`` is exactly the command line we started, so a stale PID (the
-process died, or the number now belongs to someone else) is never signalled. Ports are
+process died, or the number now belongs to someone else) is never signalled; once
+signalled, it counts as stopped when its PID is gone, a zombie, or started at another
+time (an exiting process's command line reads empty before that). Ports are
 on 127.0.0.1; a preferred port that is taken falls back to one the OS picks.
 """
 
