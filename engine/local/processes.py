@@ -88,14 +88,27 @@ def _cmdline(pid: int) -> tuple[str, ...] | None:
         if result.returncode != 0 or not line or line.startswith("Z"):
             return None
         return tuple(line.split()[1:])
+    fields = _stat_fields(pid)
+    if not fields or fields[0] in _EXITED:
+        return None
     try:
-        status = (proc / "stat").read_text()
         raw = (proc / "cmdline").read_bytes()
     except OSError:
         return None
-    if status[status.rfind(")") + 2 :].startswith("Z"):
-        return None
     return tuple(part.decode(errors="replace") for part in raw.split(b"\0")[:-1])
+
+
+#: States of /proc/PID/stat of a process that has exited (zombie, dead).
+_EXITED = ("Z", "X")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
 
 
 def _matches(actual: tuple[str, ...] | None, expected: tuple[str, ...]) -> bool:
@@ -144,14 +157,10 @@ def _live_start_time(pid: int) -> str | None:
     line is no longer ours" alone would call a process that is still tearing down gone.
     The start time tells that moment from a PID reused by someone else.
     """
-    try:
-        stat = (Path("/proc") / str(pid) / "stat").read_text()
-    except OSError:
+    fields = _stat_fields(pid)
+    if not fields or fields[0] in _EXITED or len(fields) <= 19:
         return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if not fields or fields[0] in ("Z", "X"):
-        return None
-    return fields[19] if len(fields) > 19 else None
+    return fields[19]
 
 
 def _wait_gone(proc: Process, started: str | None, timeout: float) -> bool:
