@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,16 @@ def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dic
     }
 
 
+@dataclass(frozen=True)
+class CpuUse:
+    """Where the CPU went during a run: CPU seconds by thread name (this process), of the
+    other process watched, and the share of the machine's cores left idle."""
+
+    threads: dict[str, float]
+    other: float
+    idle_percent: float
+
+
 class CpuWatch:
     """CPU seconds of this process's threads (sampled from /proc every 0.25 s, so threads
     that end between samples lose at most their last 0.25 s), of one other process, and
@@ -186,7 +197,7 @@ class CpuWatch:
         self._first = self._threads()
         self._sampler.start()
 
-    def stop(self) -> dict[str, float]:
+    def stop(self) -> CpuUse:
         self._halt.set()
         self._sampler.join()
         self._threads()
@@ -197,9 +208,11 @@ class CpuWatch:
         total, idle = (
             now - then for now, then in zip(_machine_times(), self._machine, strict=True)
         )
-        used["(broker JVM)"] = _proc_cpu(f"/proc/{self.other_pid}/stat") - self._other
-        used["(machine idle %)"] = 100 * idle / total if total else 0.0
-        return used
+        return CpuUse(
+            used,
+            _proc_cpu(f"/proc/{self.other_pid}/stat") - self._other,
+            100 * idle / total if total else 0.0,
+        )
 
     def _threads(self) -> dict[int, float]:
         python_names = {t.native_id: t.name for t in threading.enumerate() if t.native_id}
@@ -232,17 +245,15 @@ def _machine_times() -> tuple[int, int]:
     return sum(values), values[3] + values[4]
 
 
-def _cpu_line(what: str, used: dict[str, float]) -> str:
-    idle = used.pop("(machine idle %)")
-    broker = used.pop("(broker JVM)")
+def _cpu_line(what: str, used: CpuUse) -> str:
     threads = ", ".join(
         f"{name} {cpu:.2f}"
-        for name, cpu in sorted(used.items(), key=lambda kv: -kv[1])
+        for name, cpu in sorted(used.threads.items(), key=lambda kv: -kv[1])
         if cpu >= 0.05
     )
     return (
-        f"CPU-s during {what}: broker JVM {broker:.2f}; this process's threads: {threads}; "
-        f"cores idle {idle:.0f}%"
+        f"CPU-s during {what}: broker JVM {used.other:.2f}; this process's threads: "
+        f"{threads}; cores idle {used.idle_percent:.0f}%"
     )
 
 
@@ -329,7 +340,7 @@ def _plain_run(
     key_bytes: list[bytes | None],
     value_bytes: list[bytes | None],
     broker_pid: int | None = None,
-) -> tuple[float, float, dict[str, float] | None]:
+) -> tuple[float, float, CpuUse | None]:
     """The encoded records through a plain producer (zync's idempotent settings, no
     transactions, no headers) to a fresh topic, timed until flushed: seconds, this
     process's CPU seconds and (with ``broker_pid``) where the CPU went."""
