@@ -215,18 +215,25 @@ class CpuWatch:
         )
 
     def _threads(self) -> dict[int, float]:
-        python_names = {t.native_id: t.name for t in threading.enumerate() if t.native_id}
         seen = {}
-        for tid in os.listdir("/proc/self/task"):
+        for entry in os.listdir("/proc/self/task"):
+            tid = int(entry)
             try:
-                cpu = _proc_cpu(f"/proc/self/task/{tid}/stat")
-                comm = Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+                seen[tid] = _proc_cpu(f"/proc/self/task/{tid}/stat")
+                if tid not in self._names:  # a thread's name is read once
+                    self._names[tid] = self._name(tid)
             except OSError:
                 continue  # ended meanwhile
-            seen[int(tid)] = cpu
-            self._names.setdefault(int(tid), python_names.get(int(tid), comm))
         self._last.update(seen)
         return seen
+
+    @staticmethod
+    def _name(tid: int) -> str:
+        """Python's name for one of its threads, else the system's (``comm``)."""
+        for thread in threading.enumerate():
+            if thread.native_id == tid:
+                return thread.name
+        return Path(f"/proc/self/task/{tid}/comm").read_text().strip()
 
     def _sample(self) -> None:
         while not self._halt.wait(0.25):
