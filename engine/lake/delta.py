@@ -180,6 +180,11 @@ def commit_arrow(
         raise CommitConflict(
             f"table is at version {uri.version()}, the commit was planned on {expect_version}"
         )
+    if any(column.num_chunks > 1 for column in data.columns):
+        # delta-rs writes the record batches of a table in parallel, so their rows can
+        # land in a file in another order; a pool's readers take rows in file order as
+        # commit order when they can (engine.deliver.read), so the table goes as one
+        data = data.combine_chunks()
     try:
         write_deltalake(
             uri,
