@@ -1,7 +1,8 @@
 """Encoding keys and values: staged JSON texts to wire bytes, batch by batch.
 
-Avro goes through Arrow and polars (:class:`AvroPart`), with fastavro record by record
-as the fallback; JSON and Connect JSON (``{schema, payload}``) are Arrow string
+Avro ships the bodies the ETL's executors wrote (:class:`StagedBodies`) when they were
+written with the registered schema (docs/design.md#staged-avro); else it goes through
+Arrow and polars (:class:`AvroPart`), with fastavro record by record as the fallback; JSON and Connect JSON (``{schema, payload}``) are Arrow string
 operations. :class:`PartCodec` is one topic's keys or values in one format.
 """
 
@@ -12,7 +13,7 @@ import io
 import json
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import fastavro
 import pyarrow as pa
@@ -24,6 +25,7 @@ from engine.deliver.errors import DeliveryError, TypeMismatch
 from engine.deliver.json_convert import json_converter
 from engine.kafka.codecs.formats import Format
 from engine.kafka.typemap.from_spark import (
+    avro_fingerprint,
     avro_shape,
     spark_to_arrow,
     spark_to_avro,
@@ -58,6 +60,23 @@ def strings(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     return texts
 
 
+class StagedBodies(NamedTuple):
+    """One part (keys or values) of the Avro bodies the ETL wrote beside the JSON texts:
+    the fingerprint of the schema each was written with, and the bodies."""
+
+    schemas: pa.ChunkedArray
+    bodies: pa.ChunkedArray
+
+
+def staged_bodies(avro: pa.ChunkedArray | None, part: str) -> StagedBodies | None:
+    """The ``part`` (``key`` or ``value``) of an ``avro`` column, None without one."""
+    if avro is None:
+        return None
+    return StagedBodies(
+        pc.struct_field(avro, f"{part}_schema"), pc.struct_field(avro, part)
+    )
+
+
 class AvroPart:
     """Encodes JSON texts of one Spark type as Avro, batch by batch.
 
@@ -77,6 +96,7 @@ class AvroPart:
         self.data_type = data_type
         self.name = name
         self.schema = spark_to_avro(data_type, name)
+        self.fingerprint = avro_fingerprint(self.schema)
         self.parsed = fastavro.parse_schema(self.schema, named_schemas={})
         self._convert = json_converter(data_type, name)
         arrow = spark_to_arrow(data_type)
@@ -102,6 +122,25 @@ class AvroPart:
             return cast("list[bytes | None]", bodies)
         found = iter(bodies)
         return [next(found) if valid else None for valid in texts.is_valid().to_pylist()]
+
+    def shipped(
+        self, texts: pa.Array, staged: StagedBodies, header: bytes
+    ) -> list[bytes | None] | None:
+        """``header`` + the staged body of each text, when the ETL wrote every one with
+        this part's schema (same fingerprint) and NULL exactly where the text is NULL;
+        else None (the texts are encoded)."""
+        bodies = staged.bodies
+        if len(bodies) != len(texts):
+            return None
+        present = texts.is_valid()
+        if not pc.all(pc.equal(present, bodies.is_valid())).as_py():
+            return None
+        schemas = staged.schemas.filter(present)
+        if schemas.null_count or not pc.all(pc.equal(schemas, self.fingerprint)).as_py():
+            return None
+        if header:
+            bodies = pc.binary_join_element_wise(pa.scalar(header, pa.binary()), bodies, b"")
+        return cast("list[bytes | None]", bodies.to_pylist())
 
     def _fast_bodies(self, texts: pa.Array, header: bytes) -> list[bytes] | None:
         import polars as pl  # deferred: polars is slow to import
@@ -198,8 +237,11 @@ class PartCodec:
         """The Avro schema (JSON) of the part, None when it is not Avro."""
         return None if self.avro is None else self.avro.schema
 
-    def encode(self, texts: pa.Array | Sequence[str | None]) -> list[bytes | None]:
-        """Wire bytes of each JSON text (None stays None)."""
+    def encode(
+        self, texts: pa.Array | Sequence[str | None], staged: StagedBodies | None = None
+    ) -> list[bytes | None]:
+        """Wire bytes of each JSON text (None stays None). Avro ships the ``staged``
+        bodies instead when they were written with this part's schema."""
         if not isinstance(texts, pa.Array | pa.ChunkedArray):
             texts = pa.array(texts, pa.string())
         texts = strings(texts)
@@ -215,7 +257,12 @@ class PartCodec:
                 f"{self.name}: no Avro schema: the staging pool records no type for these "
                 "records (use --format json)"
             )
-        return self.avro.encode(texts, struct.pack(">bI", 0, self.schema_id))
+        header = struct.pack(">bI", 0, self.schema_id)
+        if staged is not None:
+            shipped = self.avro.shipped(texts, staged, header)
+            if shipped is not None:
+                return shipped
+        return self.avro.encode(texts, header)
 
     def bodies(self, texts: pa.Array | Sequence[str | None]) -> list[bytes | None]:
         """Avro bodies (no header) of each JSON text (None stays None)."""

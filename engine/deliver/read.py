@@ -1,5 +1,6 @@
 """Reading staging: the topic's records in a staging pool, as Arrow tables of
-``offset, key, value`` (JSON texts) and, from the change feed, ``time``.
+``offset, key, value`` (JSON texts), ``avro`` (the Avro bodies the ETL wrote, when the
+pool has the column) and, from the change feed, ``time``.
 
 The first pass reads the snapshot's files in commit order (streamed); later passes read
 only the versions committed since, through the Delta log's change data feed
@@ -15,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.deliver.errors import DeliveryError
+from engine.lake.envelope import AVRO_FIELD, AVRO_TYPE
 
 if TYPE_CHECKING:
     from engine.lake.pools import Pool
@@ -76,8 +78,9 @@ class StagingReader:
         condition = self.record_condition()
         if low > 0:
             condition = condition & (offset >= low)
-        scanner = parquet_dataset(self.pool.location, uris, arrow_schema(table)).scanner(
-            columns={"offset": offset, "key": pc.field("key"), "value": pc.field("value")},
+        schema = arrow_schema(table)
+        scanner = parquet_dataset(self.pool.location, uris, schema).scanner(
+            columns=_record_columns(schema),
             filter=condition,
             batch_size=64 * 1024,
         )
@@ -159,7 +162,10 @@ class StagingReader:
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _change_feed(self, first: int, last: int) -> pa.Table:
+        from engine.lake.delta import arrow_schema  # deferred: deltalake
+
         try:
+            avro = _has_avro(arrow_schema(self.pool.table))
             reader = self.pool.table.load_cdf(
                 starting_version=first,
                 ending_version=last,
@@ -168,6 +174,7 @@ class StagingReader:
                     "kafka",
                     "key",
                     "value",
+                    *(["avro"] if avro else []),
                     "deadletter",
                     "marker",
                     "_change_type",
@@ -191,6 +198,7 @@ class StagingReader:
                 "offset": pc.struct_field(table.column("kafka"), "offset").cast(pa.int64()),
                 "key": table.column("key").cast(pa.string()),
                 "value": table.column("value").cast(pa.string()),
+                **({"avro": table.column("avro").cast(AVRO_TYPE)} if avro else {}),
                 "time": table.column("_commit_version").cast(pa.int64()),
             }
         )
@@ -204,28 +212,46 @@ class StagingReader:
         table = self.pool.snapshot(version)
         before = set(self.pool.snapshot(version - 1).file_uris()) if version > 0 else set()
         added = [uri for uri in table.file_uris() if uri not in before]
+        # the rows of the versions after it have the newest table's columns
+        avro = _has_avro(arrow_schema(self.pool.table))
         schema = pa.schema(
             [
                 ("offset", pa.int64()),
                 ("key", pa.string()),
                 ("value", pa.string()),
+                *([("avro", AVRO_TYPE)] if avro else []),
                 ("time", pa.int64()),
             ]
         )
         if not added:
             return schema.empty_table()
-        dataset = parquet_dataset(self.pool.location, added, arrow_schema(table))
+        table_schema = arrow_schema(table)
+        dataset = parquet_dataset(self.pool.location, added, table_schema)
         rows = dataset.to_table(
-            columns={
-                "offset": pc.field("kafka", "offset"),
-                "key": pc.field("key"),
-                "value": pc.field("value"),
-            },
-            filter=self.record_condition(),
+            columns=_record_columns(table_schema), filter=self.record_condition()
         )
+        if avro and "avro" not in rows.column_names:  # a version before the upgrade
+            rows = rows.append_column("avro", pa.nulls(rows.num_rows, AVRO_TYPE))
         return rows.append_column(
             "time", pa.array([version] * rows.num_rows, type=pa.int64())
         ).cast(schema)
+
+
+def _has_avro(schema: pa.Schema) -> bool:
+    return AVRO_FIELD.name in schema.names
+
+
+def _record_columns(schema: pa.Schema) -> dict[str, pc.Expression]:
+    """What a record read projects: ``offset, key, value`` and, from a staging pool
+    that has it, ``avro`` (the Avro bodies the ETL wrote)."""
+    columns = {
+        "offset": pc.field("kafka", "offset"),
+        "key": pc.field("key"),
+        "value": pc.field("value"),
+    }
+    if _has_avro(schema):
+        columns["avro"] = pc.field("avro")
+    return columns
 
 
 def latest_images(table: pa.Table) -> dict[str, str]:

@@ -19,12 +19,15 @@ _T = TypeVar("_T")
 @dataclass
 class Rows:
     """Staging rows of one topic in offset order: offsets (and times) as Python lists,
-    key and value JSON texts as Arrow arrays (encoded in batches, never copied whole)."""
+    key and value JSON texts as Arrow arrays (encoded in batches, never copied whole),
+    and the Avro bodies the ETL wrote (:data:`engine.lake.envelope.AVRO_TYPE`; None when
+    the rows have none: an older pool, or a shaper's result)."""
 
     offsets: list[int]
     keys: pa.ChunkedArray
     values: pa.ChunkedArray
     times: list[int] | None = None
+    avro: pa.ChunkedArray | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -37,6 +40,7 @@ class Rows:
             table.column("key"),
             table.column("value"),
             table.column("time").to_pylist() if with_times else None,
+            table.column("avro") if "avro" in table.column_names else None,
         )
 
     def slice(self, start: int, stop: int) -> Rows:
@@ -46,6 +50,7 @@ class Rows:
             self.keys.slice(start, stop - start),
             self.values.slice(start, stop - start),
             None if self.times is None else self.times[start:stop],
+            None if self.avro is None else self.avro.slice(start, stop - start),
         )
 
     def take(self, index: list[int]) -> Rows:
@@ -55,6 +60,7 @@ class Rows:
             self.keys.take(picked),
             self.values.take(picked),
             None if self.times is None else [self.times[i] for i in index],
+            None if self.avro is None else self.avro.take(picked),
         )
 
 

@@ -8,6 +8,7 @@ known yet (no value ingested), and the text stays a string.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,34 @@ def json_text_sql(expr: str, data_type: DataType | None) -> str:
     return (
         f"CASE WHEN {expr} IS NULL THEN NULL "
         f"ELSE substring({wrapped}, 6, length({wrapped}) - 6) END"
+    )
+
+
+def avro_bodies_sql(key_type: DataType | None, value_type: DataType | None) -> str:
+    """SQL for an output's ``avro`` column (:data:`engine.lake.envelope.AVRO_TYPE`): its
+    key and value as Avro bodies, written by Spark's ``to_avro`` with the schema
+    to-kafka derives from the type (docs/design.md#staged-avro), and that schema's
+    fingerprint; NULL for a part whose type Spark's Avro writer does not take."""
+    # deferred: pyspark types
+    from engine.kafka.typemap.from_spark import (
+        avro_fingerprint,
+        spark_to_avro,
+        spark_writes_avro,
+    )
+
+    parts = {}
+    for name, data_type in (("key", key_type), ("value", value_type)):
+        if data_type is None or not spark_writes_avro(data_type):
+            parts[name] = ("CAST(NULL AS STRING)", "CAST(NULL AS BINARY)")
+            continue
+        schema = spark_to_avro(data_type, name)
+        parts[name] = (
+            quote(avro_fingerprint(schema)),
+            f"to_avro({name}, {quote(json.dumps(schema, separators=(',', ':')))})",
+        )
+    return (
+        f"named_struct('key_schema', {parts['key'][0]}, 'value_schema', {parts['value'][0]}, "
+        f"'key', {parts['key'][1]}, 'value', {parts['value'][1]})"
     )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.lake.envelope import KAFKA_TYPE
+from engine.lake.envelope import AVRO_TYPE, KAFKA_TYPE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -64,7 +64,7 @@ def arange(start: int, count: int) -> pa.Array:
 
 
 def numbered(outputs: DataFrame, numbers: list[TopicNumbers]) -> DataFrame:
-    """The outputs as staging rows ``seqno, kafka, key, value`` (plus the order
+    """The outputs as staging rows ``seqno, kafka, key, value, avro`` (plus the order
     columns ``o1..o5``): in design order within each output topic (a window per
     topic, on the executors), numbered from the topic's next offset; seqnos follow
     the pool's last one, topic after topic in name order."""
@@ -90,6 +90,7 @@ def numbered(outputs: DataFrame, numbers: list[TopicNumbers]) -> DataFrame:
         ).alias("kafka"),
         "key",
         "value",
+        "avro",
         "o1", "o2", "o3", "o4", "o5",
     )
 
@@ -120,6 +121,7 @@ def numbered_arrow(outputs: pa.Table, numbers: list[TopicNumbers]) -> pa.Table:
             "kafka": kafka,
             "key": outs.column("key").cast(pa.string()),
             "value": outs.column("value").cast(pa.string()),
+            "avro": outs.column("avro").cast(AVRO_TYPE),
             **{c: outs.column(c) for c in ("o1", "o2", "o3", "o4", "o5")},
         }
     )

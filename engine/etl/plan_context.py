@@ -41,13 +41,15 @@ FATE_COLUMNS = (
 )
 #: The status of dead-letter rows a pass reads (not candidates: they only move cursors).
 DEAD = "dead"
-OUTPUT_COLUMNS = ("out", "key", "value", "ts", "o1", "o2", "o3", "o4", "o5")
+OUTPUT_COLUMNS = ("out", "key", "value", "avro", "ts", "o1", "o2", "o3", "o4", "o5")
 
 #: Every column of a pass's result, with its type.
 RESULT_TYPES: Mapping[str, str] = {
     "kind": "string", "pool": "string", "seqno": "bigint", "topic": "string", "partition": "int",
     "offset": "bigint", "ts": "timestamp", "rule": "string", "ri": "int", "bundle": "string",
-    "status": "string", "out": "string", "key": "string", "value": "string", "o1": "bigint",
+    "status": "string", "out": "string", "key": "string", "value": "string",
+    "avro": "struct<key_schema: string, value_schema: string, key: binary, value: binary>",
+    "o1": "bigint",
     "o2": "int", "o3": "bigint", "o4": "bigint", "o5": "bigint",
 }  # fmt: skip
 
@@ -149,7 +151,8 @@ class PassQuery:
     def outputs(self, index: int, view: str, from_names: tuple[str, ...] = ()) -> None:
         """Output rows of rule ``index``: its SELECT run over ``view`` (which holds the
         rule's struct columns and :data:`ORDER_COLUMNS`), key and value made JSON text."""
-        from engine.etl.envelopes import json_text_sql  # deferred: pyspark types
+        # deferred: pyspark types
+        from engine.etl.envelopes import avro_bodies_sql, json_text_sql
 
         rule = self.config.transforms[index]
         wrapped = wrap_select(rule.sql, view, ORDER_COLUMNS, from_names=from_names)
@@ -160,6 +163,7 @@ class PassQuery:
             "out": quote(rule.out),
             "key": json_text_sql("key", check.key_type),
             "value": json_text_sql("value", check.value_type),
+            "avro": avro_bodies_sql(check.key_type, check.value_type),
             "ts": "__zts",
             "o1": "__zo1",
             "o2": "__zo2",

@@ -65,7 +65,7 @@ from engine.etl.window import (
     rows_above,
 )
 from engine.lake import delta
-from engine.lake.envelope import EXPIRED, PROCESSED, record_rows
+from engine.lake.envelope import AVRO_FIELD, EXPIRED, PROCESSED, fit_rows, record_rows
 from engine.lake.pools import Lake, Pool
 from engine.spark import SparkSource
 
@@ -192,8 +192,10 @@ class EtlRunner:
                             numbered_rows.column("kafka"),
                             numbered_rows.column("key"),
                             numbered_rows.column("value"),
+                            numbered_rows.column("avro"),
                         )
-                        rows = pa.concat_tables([outputs, rows])
+                        schema = self.staging.row_schema
+                        rows = pa.concat_tables([fit_rows(outputs, schema), fit_rows(rows, schema)])
                     with timings.phase("write"):
                         files = self._write_outputs(plan)
                     try:
@@ -316,7 +318,10 @@ class EtlRunner:
         (committed, or deleted, by :meth:`Pool.commit_rows`)."""
         if plan.outputs is None:
             return []
-        rows = numbered(plan.outputs, plan.numbering()).select("seqno", "kafka", "key", "value")
+        columns = ["seqno", "kafka", "key", "value"]
+        if AVRO_FIELD.name in self.staging.row_schema.names:
+            columns.append(AVRO_FIELD.name)  # not when the pool could not be upgraded
+        rows = numbered(plan.outputs, plan.numbering()).select(*columns)
         with quiet_spark_errors():
             return self.staging.write_spark(rows, label="etl")
 

@@ -23,6 +23,16 @@ Every pool (raw or staging) is one Delta table with these columns:
     (topic, partition, offset) was consumed by rule ``rule`` of ETL ``etl`` with status
     ``processed`` or ``expired``.
 
+Staging pools have one more column:
+
+``avro``
+    ``struct<key_schema, value_schema, key, value>``: the output's key and value as Avro
+    bodies, encoded by the ETL's executors, with the fingerprint of the schema each was
+    written with (:func:`engine.kafka.typemap.from_spark.avro_fingerprint`). to-kafka
+    ships them as they are when the fingerprint is that of the schema it registered, and
+    encodes the JSON text otherwise (docs/design.md#staged-avro). NULL where the ETL
+    could not encode (a type Spark's Avro writer does not take) and on every other row.
+
 Keeping the three row kinds (record, dead letter, marker) in one table is what lets a
 single Delta commit hold all of them (docs/design.md#exactly-once-etl).
 """
@@ -94,6 +104,23 @@ TABLE_SCHEMA: Final = pa.schema(
     [pa.field("kafka", _nullable(KAFKA_TYPE)) if f.name == "kafka" else f for f in POOL_SCHEMA]
 )
 
+#: The ``avro`` column of staging pools (see the module's docstring).
+AVRO_TYPE: Final = pa.struct(
+    [
+        pa.field("key_schema", pa.string()),
+        pa.field("value_schema", pa.string()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+    ]
+)
+AVRO_FIELD: Final = pa.field("avro", AVRO_TYPE)
+
+#: The Delta schema a staging pool is created with: :data:`TABLE_SCHEMA` and ``avro``.
+STAGING_TABLE_SCHEMA: Final = pa.schema([*TABLE_SCHEMA, AVRO_FIELD])
+
+#: Rows of a staging pool before it assigns their seqnos.
+STAGING_ROW_SCHEMA: Final = pa.schema([*ROW_SCHEMA, AVRO_FIELD])
+
 PROCESSED: Final = "processed"
 EXPIRED: Final = "expired"
 
@@ -114,14 +141,18 @@ def shape_problems(schema: pa.Schema) -> list[str]:
         elif not _nullable(got.type).equals(_nullable(field.type)):
             # nested nullability aside: pools made before TABLE_SCHEMA say NOT NULL
             problems.append(f"column `{field.name}` is {got.type}, a pool needs {field.type}")
-    for name in have.keys() - {field.name for field in POOL_SCHEMA}:
+    avro = have.get(AVRO_FIELD.name)
+    if avro is not None and not avro.type.equals(AVRO_TYPE):
+        problems.append(f"column `avro` is {avro.type}, a staging pool needs {AVRO_TYPE}")
+    for name in have.keys() - {field.name for field in POOL_SCHEMA} - {AVRO_FIELD.name}:
         problems.append(f"column `{name}` is not part of a pool")
     return problems
 
 
-def record_rows(kafka: Any, keys: Any, values: Any) -> pa.Table:
+def record_rows(kafka: Any, keys: Any, values: Any, avro: Any = None) -> pa.Table:
     """Record rows (:data:`ROW_SCHEMA`, no dead letter, no marker) from the ``kafka``
-    structs (an Arrow array, or dicts) and the key and value JSON texts."""
+    structs (an Arrow array, or dicts) and the key and value JSON texts; with ``avro``
+    (staging outputs' Avro bodies, :data:`AVRO_TYPE`), :data:`STAGING_ROW_SCHEMA`."""
     def arrow(values: Any, type_: pa.DataType) -> Any:
         if isinstance(values, pa.Array | pa.ChunkedArray):
             return values if values.type == type_ else values.cast(type_)
@@ -129,7 +160,7 @@ def record_rows(kafka: Any, keys: Any, values: Any) -> pa.Table:
 
     kafka = arrow(kafka, KAFKA_TYPE)
     n = len(kafka)
-    return pa.Table.from_arrays(
+    rows = pa.Table.from_arrays(
         [
             kafka,
             arrow(keys, pa.string()),
@@ -139,6 +170,30 @@ def record_rows(kafka: Any, keys: Any, values: Any) -> pa.Table:
         ],
         schema=ROW_SCHEMA,
     )
+    return rows if avro is None else rows.append_column(AVRO_FIELD, arrow(avro, AVRO_TYPE))
+
+
+def rows_for(table_columns: list[str]) -> pa.Schema:
+    """The rows a pool's table with these columns takes: :data:`STAGING_ROW_SCHEMA`
+    when it has ``avro`` (a staging pool), else :data:`ROW_SCHEMA`."""
+    return STAGING_ROW_SCHEMA if AVRO_FIELD.name in table_columns else ROW_SCHEMA
+
+
+def with_seqno(rows: pa.Table, first: int) -> pa.Table:
+    """``rows`` (:func:`fit_rows`) with seqnos ``first, first+1, ...`` in front."""
+    seqno = pa.array(range(first, first + rows.num_rows), type=pa.int64())
+    schema = POOL_SCHEMA
+    if AVRO_FIELD.name in rows.column_names:
+        schema = pa.schema([*POOL_SCHEMA, AVRO_FIELD])
+    return rows.add_column(0, POOL_SCHEMA.field("seqno"), seqno).cast(schema)
+
+
+def fit_rows(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with the columns of ``schema`` (:data:`ROW_SCHEMA` or
+    :data:`STAGING_ROW_SCHEMA`): an ``avro`` column is added as NULLs, or dropped."""
+    if AVRO_FIELD.name in schema.names and AVRO_FIELD.name not in rows.column_names:
+        rows = rows.append_column(AVRO_FIELD, pa.nulls(rows.num_rows, AVRO_TYPE))
+    return rows.select(schema.names).cast(schema)
 
 
 def empty_rows() -> pa.Table:

@@ -1,11 +1,11 @@
 """Pools: the Delta tables of a lake, with exactly-once positions and seqnos.
 
 A lake is a directory or an ``s3://`` prefix (:mod:`engine.lake.location`); each pool is
-a Delta table in ``<lake>/<name>`` whose rows have
-the shape of :mod:`engine.lake.envelope`. The table's description holds zync's
-metadata as JSON: ``{"zync": {"kind": "raw"|"staging", "types": {topic: {"key": ...,
-"value": ...}}}}`` — the Spark type of each topic's key and value (JSON of a Spark
-``DataType``), which is how SQL sees typed structs over the JSON text the rows hold.
+a Delta table in ``<lake>/<name>`` with the rows of :mod:`engine.lake.envelope` (and, in
+a staging pool, ``avro``). Its description holds zync's metadata as JSON: ``{"zync":
+{"kind": "raw"|"staging", "types": {topic: {"key": ..., "value": ...}}}}`` — the Spark
+type of each topic's key and value (JSON of a Spark ``DataType``), which is how SQL
+sees typed structs over the JSON text the rows hold.
 
 Positions live in the Delta log itself, as ``txn`` actions committed with the data:
 
@@ -37,10 +37,13 @@ from engine.lake import delta, spark_rows, upgrade
 from engine.lake.commit_guard import CommitGuard
 from engine.lake.envelope import (
     IS_RECORD,
-    POOL_SCHEMA,
     ROW_SCHEMA,
+    STAGING_TABLE_SCHEMA,
     TABLE_SCHEMA,
+    fit_rows,
+    rows_for,
     shape_problems,
+    with_seqno,
 )
 from engine.lake.location import Location, parse_location
 from engine.sparktypes import merge_type_json
@@ -188,7 +191,7 @@ class Lake:
         try:
             DeltaTable.create(
                 where.uri,
-                schema=TABLE_SCHEMA,
+                schema=STAGING_TABLE_SCHEMA if kind == STAGING else TABLE_SCHEMA,
                 mode="error",
                 name=name,
                 description=meta.to_description(),
@@ -214,6 +217,8 @@ class Lake:
             ) from None
         pool = Pool(name, where, table, self.guard)
         upgrade.nullable_kafka(pool.table)  # a pool from an earlier zync (best effort)
+        if pool.kind == STAGING:
+            upgrade.staged_avro(pool.table)
         return pool
 
     def drop_pool(self, name: str) -> None:
@@ -269,6 +274,11 @@ class Pool:
     @property
     def version(self) -> int:
         return self.table.version()
+
+    @property
+    def row_schema(self) -> pa.Schema:
+        """The rows this pool's table takes (:func:`~engine.lake.envelope.rows_for`)."""
+        return rows_for([f.name for f in self.table.schema().fields])
 
     def refresh(self) -> int:
         """Catch up with commits made since the table was loaded; returns the version."""
@@ -383,7 +393,7 @@ class Pool:
                 return AppendResult(None, 0, skipped=rows.num_rows, attempts=attempt)
             fresh = _drop_committed(rows, stored)
             first = self.last_seqno() + 1
-            table = _with_seqno(fresh, first)
+            table = with_seqno(fresh, first)
             txns = {ingest_app(topic, part): off for (topic, part), off in todo.items()}
             last = first + fresh.num_rows - 1
             if fresh.num_rows:
@@ -433,8 +443,9 @@ class Pool:
         ``files`` are Parquet files already written into the pool's directory (by Spark
         executors, :meth:`write_spark`) holding the seqnos right after the pool's last
         one; ``rows`` get the seqnos after theirs, and everything is one Delta commit.
-        Files of a commit that conflicts are deleted."""
-        rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
+        Files of a commit that conflicts are deleted. An ``avro`` column is kept when
+        the table has one (:attr:`row_schema`), and dropped otherwise."""
+        rows = fit_rows(rows, self.row_schema)
         self.guard.require_safe_commits()
         if self.version != expect_version:
             self.table = delta.open_table(self.location, version=expect_version)
@@ -446,7 +457,7 @@ class Pool:
         if not files:
             delta.commit_arrow(
                 self.table,
-                _with_seqno(rows, first),
+                with_seqno(rows, first),
                 app_transactions=txns,
                 expect_version=expect_version,
                 metadata=metadata,
@@ -454,7 +465,7 @@ class Pool:
         else:
             files = list(files)
             if rows.num_rows:
-                files += delta.write_files(self.location, _with_seqno(rows, first))
+                files += delta.write_files(self.location, with_seqno(rows, first))
             try:
                 delta.commit_files(
                     self.table,
@@ -472,11 +483,10 @@ class Pool:
         return self.version
 
     def write_spark(self, df: DataFrame, label: str = "spark") -> list[delta.WrittenFile]:
-        """Write ``df`` (columns ``seqno, kafka, key, value``: records, every one with its
-        seqno and ``kafka`` struct) as Parquet files into a new directory of the pool's
-        (``<label>-<uuid>``), from the Spark executors, without committing them (see
-        :meth:`commit_rows`). The lake must be on storage that the executors and this
-        process share (a shared file system, or object storage)."""
+        """Write ``df`` (:func:`engine.lake.spark_rows.write_files`) as Parquet files
+        into a new directory of the pool's (``<label>-<uuid>``), from the Spark
+        executors, without committing them (see :meth:`commit_rows`). The lake must be
+        on storage the executors and this process share (a shared file system, or S3)."""
         return spark_rows.write_files(self.location, df, label)
 
     # -- reading ----------------------------------------------------------------------
@@ -541,13 +551,6 @@ def _pool_meta(location: Location, table: DeltaTable) -> PoolMeta:
 
 def _sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _with_seqno(rows: pa.Table, first: int) -> pa.Table:
-    seqno = pa.array(range(first, first + rows.num_rows), type=pa.int64())
-    return rows.add_column(0, pa.field("seqno", pa.int64(), nullable=False), seqno).cast(
-        POOL_SCHEMA
-    )
 
 
 def _kafka_columns(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray]:

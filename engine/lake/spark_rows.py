@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from engine.lake import delta
-from engine.lake.envelope import DEADLETTER_TYPE, MARKER_TYPE
+from engine.lake.envelope import AVRO_TYPE, DEADLETTER_TYPE, MARKER_TYPE
 from engine.sparktypes import load_type, merge_optional, parse_json_column
 
 if TYPE_CHECKING:
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 
 def write_files(pool: Location, df: DataFrame, label: str) -> list[delta.WrittenFile]:
-    """Write ``df`` (columns ``seqno, kafka, key, value``: records, every one with its
-    seqno and ``kafka`` struct) as Parquet files into ``<pool>/<label>-<uuid>``, from the
-    Spark executors (through s3a on an S3 lake), without committing them."""
+    """Write ``df`` (columns ``seqno, kafka, key, value`` and, for a staging pool that
+    has the column, ``avro``: records, every one with its seqno and ``kafka`` struct) as
+    Parquet files into ``<pool>/<label>-<uuid>``, from the Spark executors (through s3a
+    on an S3 lake), without committing them."""
     # deferred: pyspark
     from pyspark.sql import functions as F
 
@@ -51,6 +52,7 @@ def write_files(pool: Location, df: DataFrame, label: str) -> list[delta.Written
         F.col("value").cast("string"),
         F.lit(None).cast(_spark_ddl(DEADLETTER_TYPE)).alias("deadletter"),
         F.lit(None).cast(_spark_ddl(MARKER_TYPE)).alias("marker"),
+        *[F.col(c).cast(_spark_ddl(AVRO_TYPE)).alias(c) for c in ("avro",) if c in df.columns],
     )
     rows.write.option("compression", "snappy").parquet(pool.join(directory).spark_uri)
     return delta.spark_output(pool, directory)

@@ -1,6 +1,7 @@
 """Upgrades of pools made by earlier zync versions, applied when a pool is opened.
+There are two.
 
-One so far: **nullable kafka fields**. Pools used to declare ``kafka.topic``,
+The first is **nullable kafka fields**. Pools used to declare ``kafka.topic``,
 ``kafka.partition`` and ``kafka.offset`` NOT NULL inside the nullable ``kafka`` struct.
 Marker rows have no ``kafka``, and delta-spark enforces a nested NOT NULL even where the
 parent is NULL (delta-io/delta#860): a user's ``OPTIMIZE`` (or DELETE, MERGE) of a
@@ -10,9 +11,15 @@ metadata-only commit (delta-rs cannot drop a nested NOT NULL directly: an overwr
 predicate matches no row, with the new schema, removes no file and keeps the table's
 name, description and properties).
 
+The second is **staged Avro**: staging pools made before it have no
+``avro`` column (:data:`engine.lake.envelope.AVRO_FIELD`); one metadata-only commit adds
+it (:func:`staged_avro`). Their rows keep a NULL there, which to-kafka encodes from the
+JSON text as before.
+
 Best effort: a pool that cannot take the commit (read-only storage, a writer that
 committed at that very moment) keeps its old schema, which zync reads and writes as
-before; only delta-spark's own rewrites need the new one. Another open tries again.
+before (a staging pool without ``avro`` gets its outputs without their Avro bodies); only
+delta-spark's own rewrites need the nullable kafka fields. Another open tries again.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
+from deltalake.schema import Field
 
 from engine.lake.delta import arrow_schema
-from engine.lake.envelope import TABLE_SCHEMA
+from engine.lake.envelope import AVRO_FIELD, TABLE_SCHEMA
 
 
 def needs_nullable_kafka(schema: pa.Schema) -> bool:
@@ -51,6 +59,25 @@ def nullable_kafka(table: DeltaTable) -> bool:
             schema_mode="overwrite",
             commit_properties=CommitProperties(
                 custom_metadata={"zync.op": "upgrade", "zync.upgrade": "nullable-kafka"},
+                max_commit_retries=0,
+            ),
+        )
+    except (DeltaError, OSError):
+        return False
+    table.update_incremental()
+    return True
+
+
+def staged_avro(table: DeltaTable) -> bool:
+    """Add the ``avro`` column to a staging pool's table that lacks it, in one commit
+    that changes no data; True when it committed one (``table`` is then updated)."""
+    if any(f.name == AVRO_FIELD.name for f in table.schema().fields):
+        return False
+    try:
+        table.alter.add_columns(
+            Field.from_arrow(AVRO_FIELD),
+            commit_properties=CommitProperties(
+                custom_metadata={"zync.op": "upgrade", "zync.upgrade": "staged-avro"},
                 max_commit_retries=0,
             ),
         )

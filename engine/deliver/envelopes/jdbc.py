@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.deliver.encode import staged_bodies
 from engine.deliver.envelopes.base import Envelope, Send
 from engine.deliver.positions import ANCHOR_EVERY, Headers, Position, anchor_headers
 from engine.deliver.read import FIRST_TRANSACTION
@@ -123,8 +124,8 @@ class JdbcEnvelope(Envelope):
         keys, values = self.codecs()
         return Batch(
             rows.offsets,
-            keys.encode(rows.keys),
-            values.encode(rows.values),
+            keys.encode(rows.keys, staged_bodies(rows.avro, "key")),
+            values.encode(rows.values, staged_bodies(rows.avro, "value")),
             partition=partition,
             partitions=partitions,
         )

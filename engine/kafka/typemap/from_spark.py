@@ -32,6 +32,7 @@ module stays cheap.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -253,3 +254,41 @@ def avro_shape(schema: Any) -> Any:
 
 def _freeze(value: Any) -> Any:
     return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
+
+
+def avro_fingerprint(schema: Any) -> str:
+    """A short fingerprint of ``schema``'s :func:`avro_shape`: equal fingerprints, equal
+    binary encodings. The ETL stores it beside the Avro bodies it writes; to-kafka
+    ships those bodies only under a registered schema with the same fingerprint."""
+    return hashlib.sha256(repr(avro_shape(schema)).encode()).hexdigest()[:16]
+
+
+def spark_writes_avro(data_type: DataType) -> bool:
+    """Whether Spark's ``to_avro`` writes values of ``data_type`` with the schema
+    :func:`spark_to_avro` gives, byte for byte as zync's encoders would
+    (tests/integration/test_staged_avro.py checks each kind). Not: timestamps (the
+    ETL's JSON text has them to the millisecond, Spark's ``to_json`` format, while
+    ``to_avro`` keeps the microseconds), NullType, map keys other than strings, and the
+    types :func:`spark_to_avro` turns into strings (VARIANT, intervals, CHAR/VARCHAR)."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    if isinstance(data_type, T.StructType):
+        return all(spark_writes_avro(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return spark_writes_avro(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return isinstance(data_type.keyType, T.StringType) and spark_writes_avro(
+            data_type.valueType
+        )
+    if isinstance(data_type, T.StringType):
+        return type(data_type) is T.StringType
+    return isinstance(data_type, _leaves())
+
+
+def _leaves() -> tuple[type, ...]:
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    return (
+        T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
+        T.DoubleType, T.BinaryType, T.DecimalType, T.DateType,
+    )  # fmt: skip

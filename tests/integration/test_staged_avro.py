@@ -1,0 +1,300 @@
+"""Staged Avro (docs/design.md#staged-avro): an ETL pass writes each output's Avro bodies
+beside its JSON text, and to-kafka ships them when they were written with the schema it
+registered.
+
+* Spark's ``to_avro`` gives, for every kind of type zync lets it write, the bytes zync's
+  own encoder gives for the JSON text (so a consumer cannot tell the two paths apart);
+* an ETL pass (both writers) stages the bodies, to-kafka ships them without encoding,
+  and confluent-kafka's ``AvroDeserializer`` reads what it sent;
+* rows written under a narrower type than the one registered are encoded from their
+  JSON text, as before;
+* a staging pool made before the column gets it in a metadata-only commit, and its older
+  rows (NULL there) are read, from the snapshot and from the change feed, and encoded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from deltalake import DeltaTable
+
+from engine.deliver.encode import AvroPart, PartCodec
+from engine.etl import EtlRunner, load_config
+from engine.etl.envelopes import avro_bodies_sql, json_text_sql
+from engine.kafka.codecs.formats import Format
+from engine.kafka.typemap.from_spark import spark_writes_avro
+from engine.lake import delta
+from engine.lake.envelope import TABLE_SCHEMA, record_rows
+from engine.lake.pools import Lake, PoolMeta, TopicTypes
+from tests.integration.test_etl_support import append_events
+from tests.integration.test_interop import raw_messages
+from tests.integration.test_to_kafka import deliver, profiles, stage, unique
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def _wide_type() -> Any:
+    from pyspark.sql import types as T
+
+    inner = T.StructType(
+        [
+            T.StructField("x", T.LongType(), False),
+            T.StructField("y", T.ArrayType(T.StructType([T.StructField("z", T.StringType())]))),
+        ]
+    )
+    return T.StructType(
+        [
+            T.StructField("flag", T.BooleanType()),
+            T.StructField("tiny", T.ByteType()),
+            T.StructField("small", T.ShortType()),
+            T.StructField("n", T.IntegerType(), False),
+            T.StructField("big", T.LongType()),
+            T.StructField("f", T.FloatType()),
+            T.StructField("d", T.DoubleType()),
+            T.StructField("s", T.StringType()),
+            T.StructField("raw", T.BinaryType()),
+            T.StructField("amount", T.DecimalType(12, 3)),
+            T.StructField("day", T.DateType()),
+            T.StructField("tags", T.ArrayType(T.LongType())),
+            T.StructField("scores", T.MapType(T.StringType(), T.DoubleType())),
+            T.StructField("inner", inner),
+        ]
+    )
+
+
+def _wide_rows() -> list[tuple[Any, Any]]:
+    full = {
+        "flag": True, "tiny": -7, "small": 300, "n": 42, "big": 2**40, "f": 1.5,
+        "d": -2.25, "s": "héllo \"quoted\"\n", "raw": b"\x00\xffbytes",
+        "amount": decimal.Decimal("-12345.678"), "day": dt.date(2024, 2, 29),
+        "tags": [1, -1, 2**33], "scores": {"a": 1.0, "b": -0.5},
+        "inner": {"x": 7, "y": [{"z": "q"}, {"z": None}]},
+    }  # fmt: skip
+    sparse = {name: None for name in full} | {"n": 0, "tags": [], "scores": {}, "inner": {"x": 0, "y": None}}
+    return [(1, full), (2, sparse), (3, None)]
+
+
+def test_spark_to_avro_writes_what_zyncs_encoder_writes(spark) -> None:
+    from pyspark.sql import types as T
+
+    value_type = _wide_type()
+    key_type = T.LongType()
+    schema = T.StructType(
+        [T.StructField("key", key_type, False), T.StructField("value", value_type)]
+    )
+    spark.createDataFrame(_wide_rows(), schema).createOrReplaceTempView("staged_avro_wide")
+    rows = spark.sql(
+        f"SELECT {json_text_sql('key', key_type)} AS k, {json_text_sql('value', value_type)} "
+        f"AS v, {avro_bodies_sql(key_type, value_type)} AS avro FROM staged_avro_wide ORDER BY key"
+    ).collect()
+
+    keys, values = AvroPart(key_type, "key"), AvroPart(value_type, "value")
+    for row in rows:
+        assert row.avro.key_schema == keys.fingerprint
+        assert row.avro.key == keys.encode([row.k])[0]
+        if row.v is None:  # a tombstone has no body
+            assert row.avro.value is None
+            continue
+        assert row.avro.value_schema == values.fingerprint
+        assert row.avro.value == values.encode([row.v])[0], row.v
+
+
+def test_types_spark_does_not_write_are_left_to_the_encoder(spark) -> None:
+    from pyspark.sql import types as T
+
+    by_int = T.MapType(T.IntegerType(), T.StringType())
+    assert not spark_writes_avro(by_int)
+    assert not spark_writes_avro(T.StructType([T.StructField("n", T.NullType())]))
+    assert not spark_writes_avro(T.DayTimeIntervalType())
+    # to_json writes timestamps to the millisecond, to_avro to the microsecond
+    assert not spark_writes_avro(T.StructType([T.StructField("at", T.TimestampType())]))
+    assert not spark_writes_avro(T.ArrayType(T.TimestampNTZType()))
+    assert spark_writes_avro(_wide_type())
+    row = spark.sql(
+        f"SELECT {avro_bodies_sql(None, by_int)} AS avro FROM (SELECT map(1, 'a') AS value)"
+    ).first()
+    assert row.avro.asDict() == {"key_schema": None, "value_schema": None, "key": None, "value": None}
+
+
+ETL_YAML = """
+name: shipping
+inputs:
+  - {topic: Orders, pool: Raw}
+outputs:
+  - {topic: Shipped, pool: Staging}
+transforms:
+  - type: stateless
+    name: ship
+    in: Orders
+    out: Shipped
+    sql: |
+      SELECT named_struct('id', in.value.id) AS key,
+             named_struct('id', in.value.id, 'item', in.value.item,
+                          'qty', in.value.qty, 'price', in.value.price) AS value
+"""
+
+
+def _order(i: int) -> dict[str, Any]:
+    value = {"id": i, "item": f"item {i}", "qty": i % 4, "price": i * 1.5}
+    return {"topic": "Orders", "key": {"id": i}, "value": value}
+
+
+class _Encoded:
+    """Counts the records to-kafka encodes from JSON text (not shipped as staged)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.records = 0
+        original = AvroPart.encode
+
+        def counting(part: AvroPart, texts: Any, header: bytes = b"") -> Any:
+            out = original(part, texts, header)
+            self.records += len(out)
+            return out
+
+        monkeypatch.setattr(AvroPart, "encode", counting)
+
+
+def _decoded(broker: Any, registry: Any, topic: str, count: int) -> list[tuple[Any, Any]]:
+    client = SchemaRegistryClient({"url": registry.url})
+    keys, values = AvroDeserializer(client), AvroDeserializer(client)
+    return [
+        (
+            keys(m.key(), SerializationContext(topic, MessageField.KEY)),
+            values(m.value(), SerializationContext(topic, MessageField.VALUE)),
+        )
+        for m in raw_messages(broker, topic, count)
+    ]
+
+
+@pytest.mark.parametrize("writer", ["driver", "executors"])
+def test_etl_outputs_are_shipped_as_staged_and_read_by_confluent(
+    spark, lake: Lake, broker, registry, tmp_path: Path, monkeypatch, writer: str
+) -> None:
+    import engine.etl.evaluate
+
+    if writer == "executors":
+        monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", -1)
+    topic = unique("Shipped")
+    (tmp_path / "etl.yaml").write_text(ETL_YAML.replace("Shipped", topic))
+    raw = lake.create_pool("Raw", "raw")
+    lake.create_pool("Staging", "staging")
+    runner = EtlRunner(load_config(tmp_path / "etl.yaml"), lake, spark)
+    append_events(raw, [_order(i) for i in range(40)])
+    assert runner.run_pass().outputs == {topic: 40}
+
+    staging = lake.open_pool("Staging")
+    rows = staging.dataset().to_table(
+        columns=["value", "avro"], filter=pc.field("marker").is_null()
+    ).to_pylist()
+    assert len(rows) == 40
+    assert all(r["avro"]["value"] and r["avro"]["key"] for r in rows)
+
+    encoded = _Encoded(monkeypatch)
+    kafka, reg = profiles(broker, registry)
+    status, _ = deliver(lake, topic, kafka, reg)
+    assert status.delivered_offset == 39
+    assert encoded.records == 0  # every key and value shipped as staged
+    got = _decoded(broker, registry, topic, 40)
+    assert sorted(got, key=lambda kv: kv[0]["id"]) == [
+        ({"id": i}, {"id": i, "item": f"item {i}", "qty": i % 4, "price": i * 1.5})
+        for i in range(40)
+    ]
+
+    # the registered type grows a field the rule does not write: the next outputs'
+    # bodies were written with a narrower schema, so they are encoded from their text
+    from pyspark.sql import types as T
+
+    recorded = T.StructType.fromJson(json.loads(staging.topic_types(topic).value))
+    wider = T.StructType([*recorded.fields, T.StructField("note", T.StringType())])
+    staging.record_types({topic: TopicTypes(key=None, value=wider.json())})
+    append_events(raw, [_order(i) for i in range(40, 50)])
+    assert runner.run_pass().outputs == {topic: 10}
+    status, _ = deliver(lake, topic, kafka, reg)
+    assert status.delivered_offset == 49
+    assert encoded.records == 10  # the values; the keys' schema did not change
+    last = _decoded(broker, registry, topic, 50)[40:]
+    assert sorted(v["id"] for _, v in last) == list(range(40, 50))
+    assert all(v["note"] is None for _, v in last)
+
+
+def test_a_staging_pool_from_before_gets_the_column_and_its_rows_are_encoded(
+    lake: Lake, broker, registry, monkeypatch
+) -> None:
+    from engine.deliver.read import StagingReader
+    from tests.integration.test_to_kafka import invoice, invoice_types
+
+    topic = unique("Older")
+    where = lake.pool_location("Old")
+    where.make_dirs()
+    meta = PoolMeta(kind="staging", types={topic: invoice_types()})
+    DeltaTable.create(
+        where.uri, schema=TABLE_SCHEMA, name="Old", description=meta.to_description()
+    )
+    records = [invoice(i) for i in range(5)]
+    kafka_structs = [
+        {"topic": topic, "partition": 0, "offset": i, "timestamp": None} for i in range(5)
+    ]
+    old_rows = record_rows(
+        kafka_structs,
+        [json.dumps(k) for k, _ in records],
+        [json.dumps(v) for _, v in records],
+    )
+    seqnos = pa.array(range(5), pa.int64())
+    delta.commit_arrow(
+        delta.open_table(where),
+        old_rows.add_column(0, pa.field("seqno", pa.int64(), nullable=False), seqnos),
+        app_transactions={"zync.seqno": 4},
+    )
+    assert "avro" not in delta.open_table(where).schema().to_arrow().names
+
+    pool = lake.open_pool("Old")
+    assert pool.row_schema.names[-1] == "avro"
+    history = pool.table.history(1)[0]
+    assert history["zync.upgrade"] == "staged-avro"
+    assert lake.open_pool("Old").version == pool.version  # once
+
+    stage(pool, topic, [invoice(5)])  # a row after the upgrade, its column NULL
+    changes = StagingReader(pool, topic, batch_records=100).changes(1, pool.version)
+    assert sorted(changes.column("offset").to_pylist()) == list(range(6))
+    assert changes.column("avro").null_count == 6
+
+    encoded = _Encoded(monkeypatch)
+    kafka, reg = profiles(broker, registry)
+    status, _ = deliver(lake, topic, kafka, reg, pool="Old")
+    assert status.delivered_offset == 5
+    assert encoded.records == 12  # keys and values, from their JSON text
+    got = _decoded(broker, registry, topic, 6)
+    assert [v for _, v in got] == [invoice(i)[1] for i in range(6)]
+
+
+def test_the_codec_ships_only_matching_bodies() -> None:
+    from pyspark.sql import types as T
+
+    codec = PartCodec(Format.AVRO, T.StructType([T.StructField("a", T.LongType())]), "v")
+    codec.schema_id = 9
+    from engine.deliver.encode import StagedBodies
+
+    texts = pa.array(['{"a":1}', None, '{"a":3}'])
+    body = codec.bodies(['{"a":1}'])[0]
+    assert body is not None
+    good = StagedBodies(
+        pa.chunked_array([[codec.avro.fingerprint, None, codec.avro.fingerprint]]),  # type: ignore[union-attr]
+        pa.chunked_array([[b"staged-1", None, b"staged-3"]], pa.binary()),
+    )
+    header = b"\x00\x00\x00\x00\x09"
+    assert codec.encode(texts, good) == [header + b"staged-1", None, header + b"staged-3"]
+    # a body missing where the text is not NULL, or another fingerprint: encoded
+    holed = StagedBodies(good.schemas, pa.chunked_array([[b"staged-1", None, None]], pa.binary()))
+    other = StagedBodies(pa.chunked_array([["other", None, "other"]]), good.bodies)
+    for staged in (holed, other):
+        assert codec.encode(texts, staged) == [header + body, None, codec.encode(['{"a":3}'])[0]]
