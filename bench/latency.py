@@ -10,7 +10,9 @@
    moment its last record is visible to the consumer - the moment the Delta commit
    returned. Prints the median, p95 and max (goal: median <= 1 s, p95 <= 2 s).
 3. **Throughput**: ``--records`` outputs (~200-byte invoices, 100,000 per commit) are
-   staged; a to-kafka run (non-continuous, in this process: read the position back,
+   staged as an ETL pass writes them (``--staging etl``: JSON text and the Avro bodies
+   Spark's ``to_avro`` makes, by the ETL's own SQL; ``--staging json``: the JSON text
+   only, as a pool from before staged Avro holds); a to-kafka run (non-continuous, in this process: read the position back,
    read staging, encode, produce in transactions) is timed from its start to its end.
    **Ceiling**: the same keys and values, already encoded, produced by a plain
    confluent-kafka producer (zync's idempotent producer settings, no transactions, no
@@ -107,6 +109,35 @@ def _stage(pool: Any, topic: str, first: int, count: int) -> int:
         },
         schema=ROW_SCHEMA,
     )
+    pool.refresh()
+    return pool.commit_rows(rows, expect_version=pool.version)
+
+
+def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> int:
+    """:func:`_stage`, the rows made as an ETL pass makes its outputs: the typed records'
+    JSON text (Spark's ``to_json``) and Avro bodies (Spark's ``to_avro``), by the ETL's
+    own SQL (engine.etl.envelopes)."""
+    import pyarrow as pa
+
+    from engine.etl.envelopes import avro_bodies_sql, json_text_sql, parse_json_sql
+    from engine.lake.envelope import KAFKA_TYPE, record_rows
+
+    key_type, value_type = pool.spark_types(topic)
+    records = [_record(first + i) for i in range(count)]
+    texts = pa.table({"key": [k for k, _ in records], "value": [v for _, v in records]})
+    typed = spark.createDataFrame(texts).selectExpr(
+        f"{parse_json_sql('key', key_type)} AS key", f"{parse_json_sql('value', value_type)} AS value"
+    )
+    made = typed.selectExpr(
+        f"{json_text_sql('key', key_type)} AS key",
+        f"{json_text_sql('value', value_type)} AS value",
+        f"{avro_bodies_sql(key_type, value_type)} AS avro",
+    ).toArrow()
+    kafka = pa.array(
+        [{"topic": topic, "partition": 0, "offset": first + i, "timestamp": None} for i in range(count)],
+        KAFKA_TYPE,
+    )
+    rows = record_rows(kafka, made.column("key"), made.column("value"), made.column("avro"))
     pool.refresh()
     return pool.commit_rows(rows, expect_version=pool.version)
 
@@ -273,6 +304,7 @@ def throughput(
     *,
     warm_ups: int = 2,
     broker_pid: int | None = None,
+    staging: str = "etl",
 ) -> dict[str, Any]:
     from engine.deliver.encode import PartCodec
     from engine.deliver.loop import Delivery
@@ -282,9 +314,24 @@ def throughput(
     pool = lake.create_pool("BenchStaging", "staging", exist_ok=True)
     pool.record_types({topic: _types()})
     started = time.monotonic()
+    spark = None
+    if staging == "etl":
+        from engine.spark import get_spark
+
+        spark = get_spark()
     for first in range(0, records, 100_000):
-        _stage(pool, topic, first, min(100_000, records - first))
-    print(f"staged {records:,} records in {time.monotonic() - started:.1f}s", flush=True)
+        count = min(100_000, records - first)
+        if spark is not None:
+            _stage_as_etl(spark, pool, topic, first, count)
+        else:
+            _stage(pool, topic, first, count)
+    if spark is not None:
+        from engine.spark import stop_spark
+
+        stop_spark()  # its JVM is not part of a delivery
+    print(
+        f"staged {records:,} records ({staging}) in {time.monotonic() - started:.1f}s", flush=True
+    )
 
     # the ceiling's bytes: the staged records encoded (untimed)
     pool.refresh()
@@ -403,6 +450,14 @@ def main() -> None:
         "--threads", action="store_true", help="print where the throughput runs' CPU went"
     )
     parser.add_argument(
+        "--staging",
+        default="etl",
+        choices=["etl", "json"],
+        help="throughput: stage the records as an ETL pass writes them (JSON text and Avro "
+        "bodies made by Spark, the default) or as JSON text only (a pool from before "
+        "staged Avro)",
+    )
+    parser.add_argument(
         "--warm-ups",
         type=int,
         default=2,
@@ -437,6 +492,7 @@ def main() -> None:
                 figures = throughput(
                     lake, kafka, registry, args.records, args.format,
                     warm_ups=args.warm_ups, broker_pid=broker.pid if args.threads else None,
+                    staging=args.staging,
                 )  # fmt: skip
                 print(
                     f"throughput, {args.records:,} records ({args.format}, values ~"
