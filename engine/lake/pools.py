@@ -216,9 +216,7 @@ class Lake:
                 f"create it with `zync pool create {name}`"
             ) from None
         pool = Pool(name, where, table, self.guard)
-        upgrade.nullable_kafka(pool.table)  # a pool from an earlier zync (best effort)
-        if pool.kind == STAGING:
-            upgrade.staged_avro(pool.table)
+        upgrade.upgrade(pool.table, staging=pool.kind == STAGING)  # an earlier zync's pool
         return pool
 
     def drop_pool(self, name: str) -> None:

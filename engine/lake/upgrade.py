@@ -12,9 +12,10 @@ predicate matches no row, with the new schema, removes no file and keeps the tab
 name, description and properties).
 
 The second is **staged Avro**: staging pools made before it have no
-``avro`` column (:data:`engine.lake.envelope.AVRO_FIELD`); one metadata-only commit adds
-it (:func:`staged_avro`). Their rows keep a NULL there, which to-kafka encodes from the
-JSON text as before.
+``avro`` column (:data:`engine.lake.envelope.AVRO_FIELD`). Their rows keep a NULL there,
+which to-kafka encodes from the JSON text as before.
+
+:func:`upgrade` makes whichever a pool needs in the same metadata-only commit.
 
 Best effort: a pool that cannot take the commit (read-only storage, a writer that
 committed at that very moment) keeps its old schema, which zync reads and writes as
@@ -27,7 +28,6 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
-from deltalake.schema import Field
 
 from engine.lake.delta import arrow_schema
 from engine.lake.envelope import AVRO_FIELD, TABLE_SCHEMA
@@ -41,47 +41,36 @@ def needs_nullable_kafka(schema: pa.Schema) -> bool:
     return any(not f.nullable for f in schema.field(index).type)
 
 
-def nullable_kafka(table: DeltaTable) -> bool:
-    """Make the ``kafka`` fields of a pool's table nullable, in one commit that changes
-    no data; True when it committed one (``table`` is then updated)."""
+def upgrade(table: DeltaTable, *, staging: bool) -> list[str]:
+    """Bring a pool's table to today's schema in one commit that changes no data: the
+    ``kafka`` fields nullable and, for a staging pool (``staging``), the ``avro``
+    column. The upgrades it committed, by name (none: nothing to do, or the commit
+    failed); ``table`` is then updated."""
     schema = arrow_schema(table)
-    if not needs_nullable_kafka(schema):
-        return False
-    relaxed = pa.schema(
-        [TABLE_SCHEMA.field("kafka") if f.name == "kafka" else f for f in schema]
-    )
+    done = []
+    if needs_nullable_kafka(schema):
+        schema = pa.schema(
+            [TABLE_SCHEMA.field("kafka") if f.name == "kafka" else f for f in schema]
+        )
+        done.append("nullable-kafka")
+    if staging and AVRO_FIELD.name not in schema.names:
+        schema = schema.append(AVRO_FIELD)
+        done.append("staged-avro")
+    if not done:
+        return []
     try:
         write_deltalake(
             table,
-            relaxed.empty_table(),
+            schema.empty_table(),
             mode="overwrite",
             predicate="false",  # replaces no row: a metadata-only commit
             schema_mode="overwrite",
             commit_properties=CommitProperties(
-                custom_metadata={"zync.op": "upgrade", "zync.upgrade": "nullable-kafka"},
+                custom_metadata={"zync.op": "upgrade", "zync.upgrade": ",".join(done)},
                 max_commit_retries=0,
             ),
         )
     except (DeltaError, OSError):
-        return False
+        return []
     table.update_incremental()
-    return True
-
-
-def staged_avro(table: DeltaTable) -> bool:
-    """Add the ``avro`` column to a staging pool's table that lacks it, in one commit
-    that changes no data; True when it committed one (``table`` is then updated)."""
-    if any(f.name == AVRO_FIELD.name for f in table.schema().fields):
-        return False
-    try:
-        table.alter.add_columns(
-            Field.from_arrow(AVRO_FIELD),
-            commit_properties=CommitProperties(
-                custom_metadata={"zync.op": "upgrade", "zync.upgrade": "staged-avro"},
-                max_commit_retries=0,
-            ),
-        )
-    except (DeltaError, OSError):
-        return False
-    table.update_incremental()
-    return True
+    return done
