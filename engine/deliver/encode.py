@@ -2,7 +2,8 @@
 
 Avro ships the bodies the ETL's executors wrote (:class:`StagedBodies`) when they were
 written with the registered schema (docs/design.md#staged-avro); else it goes through
-Arrow and polars (:class:`AvroPart`), with fastavro record by record as the fallback; JSON and Connect JSON (``{schema, payload}``) are Arrow string
+Arrow and polars (:class:`AvroPart`), with fastavro record by record as the fallback.
+JSON and Connect JSON (``{schema, payload}``) are Arrow string
 operations. :class:`PartCodec` is one topic's keys or values in one format.
 """
 

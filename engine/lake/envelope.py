@@ -30,8 +30,9 @@ Staging pools have one more column:
     bodies, encoded by the ETL's executors, with the fingerprint of the schema each was
     written with (:func:`engine.kafka.typemap.from_spark.avro_fingerprint`). to-kafka
     ships them as they are when the fingerprint is that of the schema it registered, and
-    encodes the JSON text otherwise (docs/design.md#staged-avro). NULL where the ETL
-    could not encode (a type Spark's Avro writer does not take) and on every other row.
+    encodes the JSON text otherwise (docs/design.md#staged-avro). A part is NULL where
+    the ETL does not encode it (a type Spark's Avro writer does not take), the whole
+    column on markers, dead letters and rows written before it.
 
 Keeping the three row kinds (record, dead letter, marker) in one table is what lets a
 single Delta commit hold all of them (docs/design.md#exactly-once-etl).
