@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from engine.etl.sql import quote
+from engine.etl.sql import ident, quote
 from engine.lake.delta import spark_schema
 from engine.lake.envelope import POOL_SCHEMA
 from engine.sparktypes import merge_spark_types
@@ -106,11 +106,18 @@ def json_text_sql(expr: str, data_type: DataType | None) -> str:
     )
 
 
-def avro_bodies_sql(key_type: DataType | None, value_type: DataType | None) -> str:
+def avro_bodies_sql(
+    key_type: DataType | None,
+    value_type: DataType | None,
+    written: TopicTypes | None = None,
+) -> str:
     """SQL for an output's ``avro`` column (:data:`engine.lake.envelope.AVRO_TYPE`): its
-    key and value as Avro bodies, written by Spark's ``to_avro`` with the schema
-    to-kafka derives from the type (docs/design.md#staged-avro), and that schema's
-    fingerprint; NULL for a part whose type Spark's Avro writer does not take."""
+    key and value as Avro bodies, written by Spark's ``to_avro`` (docs/design.md#staged-avro)
+    with the schema to-kafka derives from the type ``written`` records for the output
+    topic (the merge of the types its rules write; default: the rule's own), and that
+    schema's fingerprint. A part is NULL when its type is unknown, Spark's Avro writer
+    does not take the recorded type, or the rule's values cannot be carried into it
+    unchanged (:func:`conform_sql`)."""
     # deferred: pyspark types
     from engine.kafka.typemap.from_spark import (
         avro_fingerprint,
@@ -119,19 +126,86 @@ def avro_bodies_sql(key_type: DataType | None, value_type: DataType | None) -> s
     )
 
     parts = {}
-    for name, data_type in (("key", key_type), ("value", value_type)):
-        if data_type is None or not spark_writes_avro(data_type):
+    for index, (name, data_type) in enumerate((("key", key_type), ("value", value_type))):
+        target = written[index] if written is not None else data_type
+        expr = None
+        if data_type is not None and target is not None and spark_writes_avro(target):
+            expr = conform_sql(name, data_type, target)
+        if expr is None or target is None:
             parts[name] = ("CAST(NULL AS STRING)", "CAST(NULL AS BINARY)")
             continue
-        schema = spark_to_avro(data_type, name)
+        schema = spark_to_avro(target, name)
         parts[name] = (
             quote(avro_fingerprint(schema)),
-            f"to_avro({name}, {quote(json.dumps(schema, separators=(',', ':')))})",
+            f"to_avro({expr}, {quote(json.dumps(schema, separators=(',', ':')))})",
         )
     return (
         f"named_struct('key_schema', {parts['key'][0]}, 'value_schema', {parts['value'][0]}, "
         f"'key', {parts['key'][1]}, 'value', {parts['value'][1]})"
     )
+
+
+def conform_sql(expr: str, source: DataType, target: DataType, depth: int = 0) -> str | None:
+    """SQL for ``expr`` (of type ``source``) as a value of ``target``, a type merged from
+    ``source`` and others (:func:`engine.sparktypes.merge_spark_types`): struct fields
+    ``source`` lacks are NULL, integers widen, integers and decimals become the wider
+    number. None when a value could come out other than the JSON text reads in
+    ``target`` (a float made double, a conflict merged to string)."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    if source == target:
+        return expr
+    if isinstance(source, T.StructType) and isinstance(target, T.StructType):
+        have = {f.name: f for f in source.fields}
+        if not set(have) <= set(target.names):
+            return None
+        fields = []
+        for field in target.fields:
+            inner = have.get(field.name)
+            if inner is None:
+                value = f"CAST(NULL AS {spark_ddl(field.dataType)})"
+            else:
+                converted = conform_sql(
+                    f"{expr}.{ident(field.name)}", inner.dataType, field.dataType, depth
+                )
+                if converted is None:
+                    return None
+                value = converted
+            fields.append(f"{quote(field.name)}, {value}")
+        return f"CASE WHEN {expr} IS NULL THEN NULL ELSE named_struct({', '.join(fields)}) END"
+    if isinstance(source, T.ArrayType) and isinstance(target, T.ArrayType):
+        item = f"__zx{depth}"
+        converted = conform_sql(item, source.elementType, target.elementType, depth + 1)
+        return None if converted is None else f"transform({expr}, {item} -> {converted})"
+    if isinstance(source, T.MapType) and isinstance(target, T.MapType):
+        if source.keyType != target.keyType:
+            return None
+        key, item = f"__zk{depth}", f"__zx{depth}"
+        converted = conform_sql(item, source.valueType, target.valueType, depth + 1)
+        if converted is None:
+            return None
+        return f"transform_values({expr}, ({key}, {item}) -> {converted})"
+    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    numbers = (*integral, T.DecimalType)
+    if (isinstance(source, integral) and isinstance(target, (*integral, T.DoubleType))) or (
+        isinstance(source, numbers) and isinstance(target, T.DecimalType)
+    ):
+        return f"CAST({expr} AS {spark_ddl(target)})"
+    return None
+
+
+def spark_ddl(data_type: DataType) -> str:
+    """``data_type`` as Spark SQL writes a type, struct field names quoted."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    if isinstance(data_type, T.StructType):
+        fields = ", ".join(f"{ident(f.name)}: {spark_ddl(f.dataType)}" for f in data_type.fields)
+        return f"struct<{fields}>"
+    if isinstance(data_type, T.ArrayType):
+        return f"array<{spark_ddl(data_type.elementType)}>"
+    if isinstance(data_type, T.MapType):
+        return f"map<{spark_ddl(data_type.keyType)}, {spark_ddl(data_type.valueType)}>"
+    return data_type.simpleString()
 
 
 def merge_types(types: Sequence[TopicTypes]) -> TopicTypes:

@@ -84,6 +84,7 @@ class PassQuery:
     #: every use, computing it again each time; a large pass computes these once and
     #: keeps them (:meth:`take_views`).
     shared: set[str] = field(default_factory=set)
+    _written: dict[str, TopicTypes] | None = field(default=None, init=False, repr=False)
 
     def name(self, base: str) -> str:
         """A CTE or view name of this pass (no user name can collide with it; plain
@@ -163,7 +164,7 @@ class PassQuery:
             "out": quote(rule.out),
             "key": json_text_sql("key", check.key_type),
             "value": json_text_sql("value", check.value_type),
-            "avro": avro_bodies_sql(check.key_type, check.value_type),
+            "avro": avro_bodies_sql(check.key_type, check.value_type, self.written(rule.out)),
             "ts": "__zts",
             "o1": "__zo1",
             "o2": "__zo2",
@@ -172,6 +173,13 @@ class PassQuery:
             "o5": "monotonically_increasing_id()",
         }
         self.rows.append(("o", f"SELECT {result_row('o', values)} FROM {result}"))
+
+    def written(self, topic: str) -> TopicTypes:
+        """The key and value types recorded for output ``topic``: the merge of the types
+        the pass's rules write to it (what to-kafka registers)."""
+        if self._written is None:
+            self._written = self.checked.output_types(self.config)
+        return self._written.get(topic, (None, None))
 
     def text(self) -> str:
         """The whole statement."""
