@@ -124,20 +124,28 @@ class AvroPart:
         found = iter(bodies)
         return [next(found) if valid else None for valid in texts.is_valid().to_pylist()]
 
+    def ships(self, staged: StagedBodies) -> bool:
+        """Whether the ETL wrote every one of the ``staged`` bodies with this part's
+        schema (the same fingerprint)."""
+        schemas = staged.schemas
+        return not schemas.null_count and bool(
+            pc.all(pc.equal(schemas, self.fingerprint)).as_py()
+        )
+
     def shipped(
-        self, texts: pa.Array, staged: StagedBodies, header: bytes
+        self, staged: StagedBodies, header: bytes, texts: pa.Array | None = None
     ) -> list[bytes | None] | None:
-        """``header`` + the staged body of each text, when the ETL wrote every one with
-        this part's schema (same fingerprint) and NULL exactly where the text is NULL;
-        else None (the texts are encoded)."""
+        """``header`` + each staged body (NULL stays NULL: a tombstone), when the ETL
+        wrote every one with this part's schema (same fingerprint); else None (the texts
+        are encoded). The ETL writes a body NULL exactly where the text is NULL; with
+        ``texts``, that is checked too."""
         bodies = staged.bodies
-        if len(bodies) != len(texts):
+        if not self.ships(staged):
             return None
-        present = texts.is_valid()
-        if not pc.all(pc.equal(present, bodies.is_valid())).as_py():
-            return None
-        schemas = staged.schemas.filter(present)
-        if schemas.null_count or not pc.all(pc.equal(schemas, self.fingerprint)).as_py():
+        if texts is not None and (
+            len(texts) != len(bodies)
+            or not pc.all(pc.equal(texts.is_valid(), bodies.is_valid())).as_py()
+        ):
             return None
         if header:
             bodies = pc.binary_join_element_wise(pa.scalar(header, pa.binary()), bodies, b"")
@@ -238,11 +246,27 @@ class PartCodec:
         """The Avro schema (JSON) of the part, None when it is not Avro."""
         return None if self.avro is None else self.avro.schema
 
-    def encode(
-        self, texts: pa.Array | Sequence[str | None], staged: StagedBodies | None = None
-    ) -> list[bytes | None]:
-        """Wire bytes of each JSON text (None stays None). Avro ships the ``staged``
-        bodies instead when they were written with this part's schema."""
+    def shipped(
+        self, staged: StagedBodies | None, texts: pa.ChunkedArray | None = None
+    ) -> list[bytes | None] | None:
+        """Wire bytes of the ``staged`` bodies (Avro only), when they were written with
+        this part's registered schema (:meth:`AvroPart.shipped`); else None."""
+        if staged is None or self.avro is None or self.schema_id is None:
+            return None
+        header = struct.pack(">bI", 0, self.schema_id)
+        return self.avro.shipped(staged, header, None if texts is None else strings(texts))
+
+    def ships(self, staged: StagedBodies | None) -> bool:
+        """Whether :meth:`shipped` would ship the ``staged`` bodies."""
+        return (
+            staged is not None
+            and self.avro is not None
+            and self.schema_id is not None
+            and self.avro.ships(staged)
+        )
+
+    def encode(self, texts: pa.Array | Sequence[str | None]) -> list[bytes | None]:
+        """Wire bytes of each JSON text (None stays None)."""
         if not isinstance(texts, pa.Array | pa.ChunkedArray):
             texts = pa.array(texts, pa.string())
         texts = strings(texts)
@@ -258,12 +282,7 @@ class PartCodec:
                 f"{self.name}: no Avro schema: the staging pool records no type for these "
                 "records (use --format json)"
             )
-        header = struct.pack(">bI", 0, self.schema_id)
-        if staged is not None:
-            shipped = self.avro.shipped(texts, staged, header)
-            if shipped is not None:
-                return shipped
-        return self.avro.encode(texts, header)
+        return self.avro.encode(texts, struct.pack(">bI", 0, self.schema_id))
 
     def bodies(self, texts: pa.Array | Sequence[str | None]) -> list[bytes | None]:
         """Avro bodies (no header) of each JSON text (None stays None)."""

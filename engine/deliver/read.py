@@ -45,9 +45,10 @@ class StagingReader:
             "deadletter", "stage"
         ).is_null()
 
-    def snapshot_tables(self, low: int) -> Iterator[pa.Table]:
+    def snapshot_tables(self, low: int, *, texts: bool = True) -> Iterator[pa.Table]:
         """The topic's records with ``offset >= low`` in the loaded snapshot, streamed in
-        tables of about ``batch_records`` rows. Files are read in seqno order (commit
+        tables of about ``batch_records`` rows; without ``texts``, from a pool with the
+        ``avro`` column, only ``offset, avro`` (:meth:`texts` reads the rest). Files are read in seqno order (commit
         order), which is offset order for the ETL's commits; when it is not (compacted
         files), the rest is read whole and sorted."""
         # deferred: deltalake
@@ -80,7 +81,7 @@ class StagingReader:
             condition = condition & (offset >= low)
         schema = arrow_schema(table)
         scanner = parquet_dataset(self.pool.location, uris, schema).scanner(
-            columns=_record_columns(schema),
+            columns=_record_columns(schema, texts=texts),
             filter=condition,
             batch_size=64 * 1024,
         )
@@ -131,6 +132,19 @@ class StagingReader:
             columns={"offset": offset, "key": pc.field("key"), "value": pc.field("value")},
             filter=condition,
         )
+
+    def texts(self, offsets: list[int]) -> pa.Table:
+        """``key, value`` (JSON texts) of the records at ``offsets`` (ascending), in that
+        order, from the loaded snapshot."""
+        found = self.snapshot(low=offsets[0], below=offsets[-1] + 1)
+        found = found.filter(pc.is_in(found.column("offset"), pa.array(offsets, pa.int64())))
+        found = found.sort_by("offset")
+        if found.column("offset").to_pylist() != offsets:
+            raise DeliveryError(
+                f"pool {self.pool.name!r}, topic {self.topic!r}: the records at offsets "
+                f"{offsets[0]}..{offsets[-1]} changed while they were read"
+            )
+        return found.select(["key", "value"])
 
     def last_offset(self) -> int | None:
         """The largest pool offset of the topic's records in the loaded snapshot (None:
@@ -241,14 +255,13 @@ def _has_avro(schema: pa.Schema) -> bool:
     return AVRO_FIELD.name in schema.names
 
 
-def _record_columns(schema: pa.Schema) -> dict[str, pc.Expression]:
+def _record_columns(schema: pa.Schema, *, texts: bool = True) -> dict[str, pc.Expression]:
     """What a record read projects: ``offset, key, value`` and, from a staging pool
-    that has it, ``avro`` (the Avro bodies the ETL wrote)."""
-    columns = {
-        "offset": pc.field("kafka", "offset"),
-        "key": pc.field("key"),
-        "value": pc.field("value"),
-    }
+    that has it, ``avro`` (the Avro bodies the ETL wrote); without ``texts`` (and with
+    ``avro``), not ``key, value``."""
+    columns = {"offset": pc.field("kafka", "offset")}
+    if texts or not _has_avro(schema):
+        columns |= {"key": pc.field("key"), "value": pc.field("value")}
     if _has_avro(schema):
         columns["avro"] = pc.field("avro")
     return columns

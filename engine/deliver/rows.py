@@ -13,6 +13,8 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.deliver.errors import DeliveryError
+
 _T = TypeVar("_T")
 
 
@@ -21,44 +23,63 @@ class Rows:
     """Staging rows of one topic in offset order: offsets (and times) as Python lists,
     key and value JSON texts as Arrow arrays (encoded in batches, never copied whole),
     and the Avro bodies the ETL wrote (:data:`engine.lake.envelope.AVRO_TYPE`; None when
-    the rows have none: an older pool, or a shaper's result)."""
+    the rows have none: an older pool, or a shaper's result).
+
+    Rows whose bodies are shipped as they are may come without their texts (read
+    without ``key, value``: ``texts`` is None); :attr:`keys` and :attr:`values` then
+    raise, and nothing may ask for them."""
 
     offsets: list[int]
-    keys: pa.ChunkedArray
-    values: pa.ChunkedArray
+    texts: tuple[pa.ChunkedArray, pa.ChunkedArray] | None
     times: list[int] | None = None
     avro: pa.ChunkedArray | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)
 
+    @property
+    def keys(self) -> pa.ChunkedArray:
+        return self._texts()[0]
+
+    @property
+    def values(self) -> pa.ChunkedArray:
+        return self._texts()[1]
+
+    def _texts(self) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+        if self.texts is None:
+            raise DeliveryError("internal: rows read without their JSON texts were asked for them")
+        return self.texts
+
     @classmethod
     def from_arrow(cls, table: pa.Table, with_times: bool = False) -> Rows:
         table = in_offset_order(table)
+        texts = None
+        if "key" in table.column_names:
+            texts = (table.column("key"), table.column("value"))
         return cls(
             table.column("offset").to_pylist(),
-            table.column("key"),
-            table.column("value"),
+            texts,
             table.column("time").to_pylist() if with_times else None,
             table.column("avro") if "avro" in table.column_names else None,
         )
 
     def slice(self, start: int, stop: int) -> Rows:
         stop = min(stop, len(self.offsets))
+        count = stop - start
+        texts = self.texts and (self.keys.slice(start, count), self.values.slice(start, count))
         return Rows(
             self.offsets[start:stop],
-            self.keys.slice(start, stop - start),
-            self.values.slice(start, stop - start),
+            texts,
             None if self.times is None else self.times[start:stop],
-            None if self.avro is None else self.avro.slice(start, stop - start),
+            None if self.avro is None else self.avro.slice(start, count),
         )
 
     def take(self, index: list[int]) -> Rows:
         picked = pa.array(index, pa.int64())
+        texts = self.texts and (self.keys.take(picked), self.values.take(picked))
         return Rows(
             [self.offsets[i] for i in index],
-            self.keys.take(picked),
-            self.values.take(picked),
+            texts,
             None if self.times is None else [self.times[i] for i in index],
             None if self.avro is None else self.avro.take(picked),
         )

@@ -280,24 +280,31 @@ def test_a_staging_pool_from_before_gets_the_column_and_its_rows_are_encoded(
 def test_the_codec_ships_only_matching_bodies() -> None:
     from pyspark.sql import types as T
 
-    codec = PartCodec(Format.AVRO, T.StructType([T.StructField("a", T.LongType())]), "v")
-    codec.schema_id = 9
     from engine.deliver.encode import StagedBodies
 
-    texts = pa.array(['{"a":1}', None, '{"a":3}'])
-    body = codec.bodies(['{"a":1}'])[0]
-    assert body is not None
+    codec = PartCodec(Format.AVRO, T.StructType([T.StructField("a", T.LongType())]), "v")
+    assert codec.avro is not None
+    codec.schema_id = 9
+    texts = pa.chunked_array([['{"a":1}', None, '{"a":3}']])
+    fingerprint = codec.avro.fingerprint
     good = StagedBodies(
-        pa.chunked_array([[codec.avro.fingerprint, None, codec.avro.fingerprint]]),  # type: ignore[union-attr]
+        pa.chunked_array([[fingerprint, fingerprint, fingerprint]]),
         pa.chunked_array([[b"staged-1", None, b"staged-3"]], pa.binary()),
     )
     header = b"\x00\x00\x00\x00\x09"
-    assert codec.encode(texts, good) == [header + b"staged-1", None, header + b"staged-3"]
-    # a body missing where the text is not NULL, or another fingerprint: encoded
+    shipped = [header + b"staged-1", None, header + b"staged-3"]
+    assert codec.ships(good)
+    assert codec.shipped(good) == shipped  # read without texts: NULL is a tombstone
+    assert codec.shipped(good, texts) == shipped
+    # with the texts, a body missing where a text is not NULL is refused
     holed = StagedBodies(good.schemas, pa.chunked_array([[b"staged-1", None, None]], pa.binary()))
-    other = StagedBodies(pa.chunked_array([["other", None, "other"]]), good.bodies)
-    for staged in (holed, other):
-        assert codec.encode(texts, staged) == [header + body, None, codec.encode(['{"a":3}'])[0]]
+    assert codec.shipped(holed, texts) is None
+    # another fingerprint, or none (a part the ETL did not encode): encoded from the text
+    for schemas in (["other"] * 3, [fingerprint, None, fingerprint]):
+        staged = StagedBodies(pa.chunked_array([schemas], pa.string()), good.bodies)
+        assert not codec.ships(staged)
+        assert codec.shipped(staged, texts) is None
+    assert not PartCodec(Format.JSON, None, "v").ships(good)
 
 
 def test_rules_of_different_types_write_bodies_in_the_topics_merged_type(

@@ -76,8 +76,10 @@ def _rows(records: list[tuple[int, int, Any, Any]]) -> Rows:
 
     return Rows(
         [r[0] for r in records],
-        pa.chunked_array([pa.array([text(r[2]) for r in records], pa.string())]),
-        pa.chunked_array([pa.array([text(r[3]) for r in records], pa.string())]),
+        (
+            pa.chunked_array([pa.array([text(r[2]) for r in records], pa.string())]),
+            pa.chunked_array([pa.array([text(r[3]) for r in records], pa.string())]),
+        ),
         [r[1] for r in records],
     )
 

@@ -7,7 +7,9 @@ Messages carry the position header ``zync.offset``: all of them in a transaction
 to :data:`~engine.deliver.positions.ANCHOR_EVERY` messages per partition (what
 continuous delivery makes), only the anchors in a larger one (a catch-up). A pass
 streams: the first transaction is small (:data:`~engine.deliver.read.FIRST_TRANSACTION`)
-so that producing starts while the rest is still read and encoded.
+so that producing starts while the rest is still read and encoded. A catch-up to one
+partition in Avro reads the records without their JSON texts when the ETL's bodies ship
+(docs/design.md#staged-avro), and reads the texts back only for a table whose bodies do not all ship.
 """
 
 from __future__ import annotations
@@ -76,7 +78,10 @@ class JdbcEnvelope(Envelope):
         most ``batch_records`` (a transaction each), read as they are needed."""
         reader = self.parts.reader
         if since < 0:
-            tables: Iterator[pa.Table] = reader.snapshot_tables(self.next_offset)
+            texts = not self._may_ship()
+            tables: Iterator[pa.Table] = reader.snapshot_tables(self.next_offset, texts=texts)
+            if not texts:
+                tables = (self._texts_unless_shipped(t) for t in tables)
         else:
             changes = reader.changes(since + 1, version)
             tables = iter(
@@ -85,6 +90,33 @@ class JdbcEnvelope(Envelope):
         sizes = self._ramp()
         for table in tables:
             yield from self.slices(self.take_rows(table), sizes)
+
+    def _may_ship(self) -> bool:
+        """Whether a catch-up may read the records without their JSON texts: Avro to one
+        partition, no shaper, both parts typed. A table whose bodies do not all ship gets
+        its texts then (:meth:`_texts_unless_shipped`)."""
+        keys, values = self.codecs()
+        return (
+            len(self.parts.ledger.partitions) == 1
+            and self.parts.shaper.sql is None
+            and keys.avro is not None
+            and values.avro is not None
+        )
+
+    def _texts_unless_shipped(self, table: pa.Table) -> pa.Table:
+        """``table`` (read without ``key, value``) with its texts added, unless every key
+        and value body in it ships as it is (:meth:`PartCodec.ships`)."""
+        if "key" in table.column_names:  # a pool without the avro column
+            return table
+        avro = table.column("avro") if "avro" in table.column_names else None
+        keys, values = self.codecs()
+        if keys.ships(staged_bodies(avro, "key")) and values.ships(staged_bodies(avro, "value")):
+            return table
+        ordered = table.sort_by("offset")
+        texts = self.parts.reader.texts(ordered.column("offset").to_pylist())
+        return ordered.append_column("key", texts.column("key")).append_column(
+            "value", texts.column("value")
+        )
 
     def _ramp(self) -> Iterator[int]:
         """Transaction sizes of a pass: small at first, so that producing starts while
@@ -122,10 +154,13 @@ class JdbcEnvelope(Envelope):
     def _encode(self, selected: Selected) -> Batch:
         rows, partition, partitions = selected
         keys, values = self.codecs()
+        texts = rows.texts
+        key_bytes = keys.shipped(staged_bodies(rows.avro, "key"), texts and texts[0])
+        value_bytes = values.shipped(staged_bodies(rows.avro, "value"), texts and texts[1])
         return Batch(
             rows.offsets,
-            keys.encode(rows.keys, staged_bodies(rows.avro, "key")),
-            values.encode(rows.values, staged_bodies(rows.avro, "value")),
+            keys.encode(rows.keys) if key_bytes is None else key_bytes,
+            values.encode(rows.values) if value_bytes is None else value_bytes,
             partition=partition,
             partitions=partitions,
         )
