@@ -205,6 +205,9 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
 
 
 def main() -> None:
+    from bench.stopping import stop_on_sigterm
+
+    stop_on_sigterm()  # a killed run still stops its broker and registry
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presses", type=int, default=300)
     parser.add_argument("--backlog", type=int, default=40_000, help="invoice + status pairs")

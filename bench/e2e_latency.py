@@ -274,6 +274,9 @@ def _print_stages(lake: Path, produced: dict[int, float], seen: dict[int, float]
 
 
 def main() -> None:
+    from bench.stopping import stop_on_sigterm
+
+    stop_on_sigterm()  # a killed run still stops its broker and registry
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=60, help="pairs per rate (default 60)")
     parser.add_argument("--rates", default="2,50", help="pairs per second, comma-separated")

@@ -139,6 +139,9 @@ def ingest(n: int, env: dict[str, str], lake: str) -> tuple[float, float]:
 
 
 def main() -> None:
+    from bench.stopping import stop_on_sigterm
+
+    stop_on_sigterm()  # a killed run still stops its broker and registry
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     args = parser.parse_args()

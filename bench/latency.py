@@ -440,6 +440,9 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
 
 
 def main() -> None:
+    from bench.stopping import stop_on_sigterm
+
+    stop_on_sigterm()  # a killed run still stops its broker and registry
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--records", type=int, default=1_000_000)

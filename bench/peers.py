@@ -435,6 +435,9 @@ def compare(stack: Stack, topic: str, partitions: int, n: int, runs: int) -> tup
 
 
 def main() -> None:
+    from bench.stopping import stop_on_sigterm
+
+    stop_on_sigterm()  # a killed run still stops its broker and registry
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=3)

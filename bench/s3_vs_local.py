@@ -59,6 +59,9 @@ def invoice_scenario(spark, lake_root: str, writer: str) -> float:
 
 
 def main() -> None:
+    from bench.stopping import stop_on_sigterm
+
+    stop_on_sigterm()  # a killed run still stops its broker and registry
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2, help="invoice scenario runs per lake")
