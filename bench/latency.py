@@ -87,27 +87,22 @@ def _record(i: int) -> tuple[str, str]:
     return key, value
 
 
-def _stage(pool: Any, topic: str, first: int, count: int) -> int:
-    import pyarrow as pa
+def _positions(topic: str, first: int, count: int) -> list[dict[str, Any]]:
+    """The ``kafka`` structs of ``count`` outputs of ``topic`` from offset ``first``."""
+    return [
+        {"topic": topic, "partition": 0, "offset": first + i, "timestamp": None}
+        for i in range(count)
+    ]
 
-    from engine.lake.envelope import ROW_SCHEMA
+
+def _stage(pool: Any, topic: str, first: int, count: int) -> int:
+    """Commit ``count`` records from offset ``first`` as JSON text only (as a staging
+    pool from before staged Avro holds them); returns the new version."""
+    from engine.lake.envelope import record_rows
 
     records = [_record(first + i) for i in range(count)]
-    rows = pa.table(
-        {
-            "kafka": pa.array(
-                [
-                    {"topic": topic, "partition": 0, "offset": first + i, "timestamp": None}
-                    for i in range(count)
-                ],
-                ROW_SCHEMA.field("kafka").type,
-            ),
-            "key": pa.array([k for k, _ in records], pa.string()),
-            "value": pa.array([v for _, v in records], pa.string()),
-            "deadletter": pa.nulls(count, ROW_SCHEMA.field("deadletter").type),
-            "marker": pa.nulls(count, ROW_SCHEMA.field("marker").type),
-        },
-        schema=ROW_SCHEMA,
+    rows = record_rows(
+        _positions(topic, first, count), [k for k, _ in records], [v for _, v in records]
     )
     pool.refresh()
     return pool.commit_rows(rows, expect_version=pool.version)
@@ -120,7 +115,7 @@ def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> 
     import pyarrow as pa
 
     from engine.etl.envelopes import avro_bodies_sql, json_text_sql, parse_json_sql
-    from engine.lake.envelope import KAFKA_TYPE, record_rows
+    from engine.lake.envelope import record_rows
 
     key_type, value_type = pool.spark_types(topic)
     records = [_record(first + i) for i in range(count)]
@@ -133,11 +128,9 @@ def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> 
         f"{json_text_sql('value', value_type)} AS value",
         f"{avro_bodies_sql(key_type, value_type)} AS avro",
     ).toArrow()
-    kafka = pa.array(
-        [{"topic": topic, "partition": 0, "offset": first + i, "timestamp": None} for i in range(count)],
-        KAFKA_TYPE,
+    rows = record_rows(
+        _positions(topic, first, count), made.column("key"), made.column("value"), made.column("avro")
     )
-    rows = record_rows(kafka, made.column("key"), made.column("value"), made.column("avro"))
     pool.refresh()
     return pool.commit_rows(rows, expect_version=pool.version)
 
@@ -374,7 +367,8 @@ def throughput(
     ceiling_seconds, ceiling_cpu, ceiling_threads = _plain_run(
         kafka, f"ceiling-{int(time.time())}", key_bytes, value_bytes, broker_pid
     )
-    avg = sum(len(v) for v in value_bytes[:10_000]) / 10_000
+    sample = [v for v in value_bytes[:10_000] if v is not None]
+    avg = sum(len(v) for v in sample) / len(sample)
     return {
         "zync": records / zync_seconds,
         "ceiling": records / ceiling_seconds,
