@@ -90,6 +90,13 @@ def client_config(
             "logger": log,
             "error_cb": errors or ErrorLog(),
             "socket.connection.setup.timeout.ms": "5000",
+            # librdkafka drops its bootstrap connection once metadata names the brokers,
+            # and its first connection to a named broker waits out this backoff (100 ms
+            # by default): a client's first request took ~60 ms instead of ~20, and half
+            # of the transactional producers' first coordinator lookups missed it and
+            # waited 500 ms more (init_transactions: 75 or 525 ms, now 30-50 ms;
+            # bench/RESULTS.md, "to-kafka start-up"). It still doubles up to the maximum.
+            "reconnect.backoff.ms": "10",
             "reconnect.backoff.max.ms": "2000",
         }
     )
