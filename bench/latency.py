@@ -12,16 +12,19 @@
 3. **Throughput**: ``--records`` outputs (~200-byte invoices, 100,000 per commit) are
    staged as an ETL pass writes them (``--staging etl``: JSON text and the Avro bodies
    Spark's ``to_avro`` makes, by the ETL's own SQL; ``--staging json``: the JSON text
-   only, as a pool from before staged Avro holds); a to-kafka run (non-continuous, in this process: read the position back,
-   read staging, encode, produce in transactions) is timed from its start to its end.
+   only, as a pool from before staged Avro holds); a to-kafka run (non-continuous, in
+   this process: read the position back, read staging, encode, produce in
+   transactions) of them to a new topic is timed from its start to its end.
    **Ceiling**: the same keys and values, already encoded, produced by a plain
    confluent-kafka producer (zync's idempotent producer settings, no transactions, no
-   headers) to a fresh topic, timed until flushed. Prints both and to-kafka / ceiling
-   (goal: >= 60%). Both run on a broker warmed first by ``--warm-ups`` plain runs of the
-   same records (default 2) and a delivery of 10 records to another topic: a fresh
-   broker JVM compiles its hot paths under its first load, and a fresh cluster's first
-   transactional producer waits for its transaction state to be made; the run that came
-   first used to pay for both.
+   headers) to a fresh topic, timed until flushed. ``--rounds`` rounds (default 3) of
+   one to-kafka run and one plain run each; prints each round and the medians, with
+   to-kafka / ceiling (goal: >= 60%). Before them the broker is warmed by ``--warm-ups``
+   rounds (default 2) of the same records down both paths: a fresh broker JVM compiles
+   its hot paths under its first load, the transactional ones (markers, producer state)
+   only under transactional load, and a fresh cluster's first transactional producer
+   waits while the transaction state is made; the run that met a path first used to pay
+   for it (to-kafka, the broker's transactional paths: about twice its CPU).
 4. ``--threads``: also where the CPU of each throughput run went — this process's
    threads by name (Python's names for zync's threads; the others by their system name:
    librdkafka's ``rdk:*``, polars' ``async-executor``, Arrow's pool without a name), the
@@ -39,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,7 +109,7 @@ def _stage(pool: Any, topic: str, first: int, count: int) -> int:
         _positions(topic, first, count), [k for k, _ in records], [v for _, v in records]
     )
     pool.refresh()
-    return pool.commit_rows(rows, expect_version=pool.version)
+    return int(pool.commit_rows(rows, expect_version=pool.version))
 
 
 def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> int:
@@ -121,7 +125,8 @@ def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> 
     records = [_record(first + i) for i in range(count)]
     texts = pa.table({"key": [k for k, _ in records], "value": [v for _, v in records]})
     typed = spark.createDataFrame(texts).selectExpr(
-        f"{parse_json_sql('key', key_type)} AS key", f"{parse_json_sql('value', value_type)} AS value"
+        f"{parse_json_sql('key', key_type)} AS key",
+        f"{parse_json_sql('value', value_type)} AS value",
     )
     made = typed.selectExpr(
         f"{json_text_sql('key', key_type)} AS key",
@@ -129,10 +134,13 @@ def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> 
         f"{avro_bodies_sql(key_type, value_type)} AS avro",
     ).toArrow()
     rows = record_rows(
-        _positions(topic, first, count), made.column("key"), made.column("value"), made.column("avro")
+        _positions(topic, first, count),
+        made.column("key"),
+        made.column("value"),
+        made.column("avro"),
     )
     pool.refresh()
-    return pool.commit_rows(rows, expect_version=pool.version)
+    return int(pool.commit_rows(rows, expect_version=pool.version))
 
 
 def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dict[str, float]:
@@ -296,11 +304,12 @@ def throughput(
     fmt: str,
     *,
     warm_ups: int = 2,
+    rounds: int = 3,
     broker_pid: int | None = None,
     staging: str = "etl",
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     from engine.deliver.encode import PartCodec
-    from engine.deliver.loop import Delivery
     from engine.kafka.codecs.formats import Format
 
     topic = f"throughput-{int(time.time())}"
@@ -336,50 +345,89 @@ def throughput(
         keys.schema_id = values.schema_id = 1
     key_bytes = keys.encode(table.column("key").to_pylist())
     value_bytes = values.encode(table.column("value").to_pylist())
-    # a fresh broker JVM compiles its hot paths under the first load: whichever run came
-    # first paid for it (up to twice the broker's CPU), so both runs meet a broker warmed
-    # by the same bytes, as a user's long-running broker is
+    # a fresh broker JVM compiles its hot paths under the first load, and the
+    # transactional ones (transaction markers, producer state) only under transactional
+    # load: whichever run meets a path first pays for compiling it (up to twice the
+    # broker's CPU), so the broker is warmed by the same bytes down both paths first, as
+    # a user's long-running broker is. The first delivery also waits while a fresh
+    # cluster makes its transaction state (about a second), long done on a user's.
     for n in range(warm_ups):
         seconds, _, _ = _plain_run(kafka, f"warm-up-{n}-{int(time.time())}", key_bytes, value_bytes)
-        print(f"broker warm-up {n + 1}: {records / seconds:,.0f} records/s", flush=True)
-    if warm_ups:
-        # the cluster's first transactional producer ever waits while the broker creates
-        # and loads its transaction state (about a second); a user's cluster did that long
-        # ago: a delivery of a few records to another topic goes first
-        warm_topic = f"warm-up-tx-{int(time.time())}"
-        warm_pool = lake.create_pool("BenchWarmUp", "staging", exist_ok=True)
-        warm_pool.record_types({warm_topic: _types()})
-        _stage(warm_pool, warm_topic, 0, 10)
-        Delivery(lake, warm_pool.name, warm_topic, kafka=kafka, registry=registry, format=fmt).run()
+        print(
+            f"broker warm-up {n + 1}: plain producer {records / seconds:,.0f} records/s", flush=True
+        )
+        seconds = _delivery_run(
+            lake, pool, topic, f"warm-up-tx-{n}-{int(time.time())}", kafka, registry, fmt
+        )[0]
+        print(f"broker warm-up {n + 1}: to-kafka {records / seconds:,.0f} records/s", flush=True)
 
-    delivery = Delivery(lake, pool.name, topic, kafka=kafka, registry=registry, format=fmt)
+    runs = []
+    for n in range(rounds):
+        zync_seconds, zync_cpu, zync_threads = _delivery_run(
+            lake, pool, topic, f"{topic}-{n}", kafka, registry, fmt, broker_pid
+        )
+        ceiling_seconds, ceiling_cpu, ceiling_threads = _plain_run(
+            kafka, f"ceiling-{n}-{int(time.time())}", key_bytes, value_bytes, broker_pid
+        )
+        runs.append(
+            {
+                "zync": records / zync_seconds,
+                "ceiling": records / ceiling_seconds,
+                "zync_seconds": zync_seconds,
+                "ceiling_seconds": ceiling_seconds,
+                "zync_cpu": zync_cpu,
+                "ceiling_cpu": ceiling_cpu,
+                "zync_threads": zync_threads,
+                "ceiling_threads": ceiling_threads,
+            }
+        )
+        if on_round is not None:
+            on_round(n + 1, runs[-1])
+    sample = [v for v in value_bytes[:10_000] if v is not None]
+    return {"rounds": runs, "value_bytes": sum(len(v) for v in sample) / len(sample)}
+
+
+def _delivery_run(
+    lake: Any,
+    pool: Any,
+    staged: str,
+    topic: str,
+    kafka: Any,
+    registry: Any,
+    fmt: str,
+    broker_pid: int | None = None,
+) -> tuple[float, float, CpuUse | None]:
+    """One to-kafka run (non-continuous, in this process) of the records staged for
+    ``staged`` to the new topic ``topic``, timed from its start to its end: seconds,
+    this process's CPU seconds and (with ``broker_pid``) where the CPU went."""
+    from engine.deliver.loop import Delivery
+
+    delivery = Delivery(
+        lake, pool.name, topic, kafka=kafka, registry=registry, format=fmt, staged=staged
+    )
     watch = None if broker_pid is None else CpuWatch(broker_pid)
     cpu = _cpu()
     if watch:
         watch.start()
     started = time.monotonic()
     status = delivery.run()
-    zync_seconds = time.monotonic() - started
-    zync_cpu = _cpu() - cpu
-    zync_threads = watch.stop() if watch else None
-    assert status.delivered_offset == records - 1, status
+    seconds = time.monotonic() - started
+    used = _cpu() - cpu
+    threads = watch.stop() if watch else None
+    assert status.records_delivered == pool_records(pool, staged), status
+    return seconds, used, threads
 
-    ceiling_seconds, ceiling_cpu, ceiling_threads = _plain_run(
-        kafka, f"ceiling-{int(time.time())}", key_bytes, value_bytes, broker_pid
+
+def pool_records(pool: Any, staged: str) -> int:
+    """The records staged for ``staged`` (every one is delivered in one run)."""
+    import pyarrow.compute as pc
+
+    pool.refresh()
+    offsets = pool.table.to_pyarrow_dataset().to_table(
+        columns={"offset": pc.field("kafka", "offset")},
+        filter=pc.field("kafka", "topic") == staged,
     )
-    sample = [v for v in value_bytes[:10_000] if v is not None]
-    avg = sum(len(v) for v in sample) / len(sample)
-    return {
-        "zync": records / zync_seconds,
-        "ceiling": records / ceiling_seconds,
-        "zync_seconds": zync_seconds,
-        "ceiling_seconds": ceiling_seconds,
-        "zync_cpu": zync_cpu,
-        "ceiling_cpu": ceiling_cpu,
-        "value_bytes": avg,
-        "zync_threads": zync_threads,
-        "ceiling_threads": ceiling_threads,
-    }
+    return int(offsets.num_rows)
 
 
 def _plain_run(
@@ -455,15 +503,25 @@ def main() -> None:
         "staged Avro)",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="throughput: measured rounds, each a to-kafka run and a plain producer run "
+        "(default 3; the medians are printed)",
+    )
+    parser.add_argument(
         "--warm-ups",
         type=int,
         default=2,
-        help="plain runs of the same records that warm the broker's JIT first (default 2)",
+        help="plain producer runs and to-kafka runs of the same records that warm the "
+        "broker's JIT first, each (default 2)",
     )
     args = parser.parse_args()
 
     from engine.lake.pools import Lake
-    from engine.local import broker, processes, registry
+    from engine.local import broker as local_broker
+    from engine.local import processes
+    from engine.local import registry as local_registry
     from engine.settings.kafka import KafkaProfile
     from engine.settings.registry import RegistryProfile
 
@@ -471,8 +529,8 @@ def main() -> None:
         root = Path(tmp)
         (root / "broker").mkdir()
         (root / "registry").mkdir()
-        broker = broker.start_broker(root / "broker", port=0, timeout=60)
-        registry_process = registry.start_registry(root / "registry", port=0, timeout=60)
+        broker = local_broker.start_broker(root / "broker", port=0, timeout=60)
+        registry_process = local_registry.start_registry(root / "registry", port=0, timeout=60)
         try:
             kafka = KafkaProfile(bootstrap_servers=f"{processes.HOST}:{broker.port}")
             registry = RegistryProfile(url=registry_process.address)
@@ -486,28 +544,38 @@ def main() -> None:
                     flush=True,
                 )
             if not args.skip_throughput:
-                figures = throughput(
+
+                def report(n: int, run: dict[str, Any]) -> None:
+                    print(
+                        f"round {n}: to-kafka {run['zync']:,.0f} records/s "
+                        f"({run['zync_seconds']:.2f}s), plain producer {run['ceiling']:,.0f} "
+                        f"records/s ({run['ceiling_seconds']:.2f}s): "
+                        f"{100 * run['zync'] / run['ceiling']:.0f}%; CPU of this process "
+                        f"{run['zync_cpu']:.1f}s and {run['ceiling_cpu']:.1f}s",
+                        flush=True,
+                    )
+                    if args.threads:
+                        print(_cpu_line("to-kafka", run["zync_threads"]), flush=True)
+                        print(_cpu_line("the plain producer", run["ceiling_threads"]), flush=True)
+
+                measured = throughput(
                     lake, kafka, registry, args.records, args.format,
-                    warm_ups=args.warm_ups, broker_pid=broker.pid if args.threads else None,
-                    staging=args.staging,
+                    warm_ups=args.warm_ups, rounds=args.rounds,
+                    broker_pid=broker.pid if args.threads else None,
+                    staging=args.staging, on_round=report,
                 )  # fmt: skip
+                runs = measured["rounds"]
+                zync = statistics.median(r["zync"] for r in runs)
+                ceiling = statistics.median(r["ceiling"] for r in runs)
+                ratio = statistics.median(100 * r["zync"] / r["ceiling"] for r in runs)
                 print(
                     f"throughput, {args.records:,} records ({args.format}, values ~"
-                    f"{figures['value_bytes']:.0f} bytes): to-kafka {figures['zync']:,.0f} records/s "
-                    f"({figures['zync_seconds']:.1f}s), plain producer {figures['ceiling']:,.0f} "
-                    f"records/s ({figures['ceiling_seconds']:.1f}s): "
-                    f"{100 * figures['zync'] / figures['ceiling']:.0f}% of the ceiling",
+                    f"{measured['value_bytes']:.0f} bytes), medians of {len(runs)} rounds: "
+                    f"to-kafka {zync:,.0f} records/s, plain producer {ceiling:,.0f} records/s; "
+                    f"to-kafka / plain producer, same round: {ratio:.0f}% of the ceiling; "
+                    f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
                     flush=True,
                 )
-                print(
-                    f"CPU time of this process: to-kafka {figures['zync_cpu']:.1f}s, plain producer "
-                    f"{figures['ceiling_cpu']:.1f}s (the broker's is not counted); load average "
-                    f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
-                    flush=True,
-                )
-                if args.threads:
-                    print(_cpu_line("to-kafka", figures["zync_threads"]), flush=True)
-                    print(_cpu_line("the plain producer", figures["ceiling_threads"]), flush=True)
         finally:
             processes.stop_process(registry_process)
             processes.stop_process(broker)
