@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -137,10 +137,9 @@ class JdbcEnvelope(Envelope):
             if skip:
                 rows = rows.slice(skip, len(rows))
             return rows, partition, None
-        partitions = [
-            ledger.partition_of(k, o)
-            for k, o in zip(rows.keys.to_pylist(), rows.offsets, strict=True)
-        ]
+        partitions = ledger.partitions_of(rows.keys.to_pylist(), rows.offsets)
+        if ledger.claims_none_from(rows.offsets[0]):  # past what was delivered: all go
+            return rows, None, partitions
         keep = [
             i
             for i, (p, o) in enumerate(zip(partitions, rows.offsets, strict=True))
@@ -206,29 +205,38 @@ def _write_one_partition(batch: Batch, out: Transactions, identity: Headers) -> 
 
 
 def _write_partitioned(batch: Batch, out: Transactions, identity: Headers) -> None:
+    """To several partitions: in each, every ANCHOR_EVERY-th message and the last carry
+    the position headers (all of them when the partition gets ANCHOR_EVERY or fewer)."""
     produce, send = out.producer.produce, out.send
     topic = out.topic
     partitions = batch.partition_list()
-    last_of: dict[int, int] = {}
-    sizes: dict[int, int] = {}
-    for i, partition in enumerate(partitions):
-        last_of[partition] = i
-        sizes[partition] = sizes.get(partition, 0) + 1
-    dense = {p for p, n in sizes.items() if n <= ANCHOR_EVERY}
-    seen: dict[int, int] = {}
-    for i, (value, key, offset, partition) in enumerate(
-        zip(batch.values, batch.keys, batch.offsets, partitions, strict=True)
+    anchors, lasts = _anchors(partitions)
+    offsets = batch.offsets
+    for i, (value, key, partition) in enumerate(
+        zip(batch.values, batch.keys, partitions, strict=True)
     ):
-        n = seen.get(partition, 0)
-        seen[partition] = n + 1
-        last = last_of[partition] == i
-        if n % ANCHOR_EVERY == 0 or last or partition in dense:
-            send(value, key, partition, anchor_headers(offset, last, identity))
+        if i in anchors:
+            send(value, key, partition, anchor_headers(offsets[i], i in lasts, identity))
             continue
         try:
             produce(topic, value, key, partition=partition)
         except BufferError:
             send(value, key, partition, None)
+
+
+def _anchors(partitions: Sequence[int]) -> tuple[set[int], set[int]]:
+    """The indexes of the messages that carry position headers, and of each partition's
+    last message (an anchor too)."""
+    by_partition: dict[int, list[int]] = {}
+    for i, partition in enumerate(partitions):
+        by_partition.setdefault(partition, []).append(i)
+    anchors: set[int] = set()
+    lasts: set[int] = set()
+    for indexes in by_partition.values():
+        lasts.add(indexes[-1])
+        anchors.update(indexes if len(indexes) <= ANCHOR_EVERY else indexes[::ANCHOR_EVERY])
+    anchors |= lasts
+    return anchors, lasts
 
 
 ENVELOPE = JdbcEnvelope
