@@ -1,6 +1,7 @@
 """Benchmark: to-kafka latency and throughput.
 
     .venv/bin/python bench/latency.py [--commits 200] [--records 1000000] [--format avro]
+        [--partitions 1] [--rounds 3] [--warm-ups 2] [--threads]
 
 1. Starts a private Apache Kafka broker and Schema Registry (engine.local, free ports, a
    temporary directory; both stopped at the end), and a lake in the same directory.
@@ -17,7 +18,9 @@
    transactions) of them to a new topic is timed from its start to its end.
    **Ceiling**: the same keys and values, already encoded, produced by a plain
    confluent-kafka producer (zync's idempotent producer settings, no transactions, no
-   headers) to a fresh topic, timed until flushed. ``--rounds`` rounds (default 3) of
+   headers) to a fresh topic, timed until flushed. ``--partitions N`` (default 1): the
+   topics have N partitions and every record goes to the partition to-kafka gives it
+   (its key's), in the plain runs too. ``--rounds`` rounds (default 3) of
    one to-kafka run and one plain run each; prints each round and the medians, with
    to-kafka / ceiling (goal: >= 60%). Before them the broker is warmed by ``--warm-ups``
    rounds (default 2) of the same records down both paths: a fresh broker JVM compiles
@@ -307,9 +310,13 @@ def throughput(
     rounds: int = 3,
     broker_pid: int | None = None,
     staging: str = "etl",
+    partitions: int = 1,
     on_round: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
     from engine.deliver.encode import PartCodec
+    from engine.deliver.ledger import Ledger
     from engine.kafka.codecs.formats import Format
 
     topic = f"throughput-{int(time.time())}"
@@ -337,7 +344,13 @@ def throughput(
 
     # the ceiling's bytes: the staged records encoded (untimed)
     pool.refresh()
-    table = pool.table.to_pyarrow_dataset().to_table(columns=["key", "value"])
+    table = pool.table.to_pyarrow_dataset().to_table(
+        columns={
+            "offset": pc.field("kafka", "offset"),
+            "key": pc.field("key"),
+            "value": pc.field("value"),
+        }
+    )
     key_type, value_type = pool.spark_types(topic)
     keys = PartCodec(Format(fmt), key_type, "bench_key")
     values = PartCodec(Format(fmt), value_type, "bench_value")
@@ -345,6 +358,14 @@ def throughput(
         keys.schema_id = values.schema_id = 1
     key_bytes = keys.encode(table.column("key").to_pylist())
     value_bytes = values.encode(table.column("value").to_pylist())
+    # the partition to-kafka gives each record (its key's, by to-kafka's own rule)
+    ledger = Ledger(list(range(partitions)), counts_after=True)
+    partition_of = [
+        ledger.partition_of(key, offset)
+        for key, offset in zip(
+            table.column("key").to_pylist(), table.column("offset").to_pylist(), strict=True
+        )
+    ]
     # a fresh broker JVM compiles its hot paths under the first load, and the
     # transactional ones (transaction markers, producer state) only under transactional
     # load: whichever run meets a path first pays for compiling it (up to twice the
@@ -352,22 +373,44 @@ def throughput(
     # a user's long-running broker is. The first delivery also waits while a fresh
     # cluster makes its transaction state (about a second), long done on a user's.
     for n in range(warm_ups):
-        seconds, _, _ = _plain_run(kafka, f"warm-up-{n}-{int(time.time())}", key_bytes, value_bytes)
+        seconds, _, _ = _plain_run(
+            kafka, f"warm-up-{n}-{int(time.time())}", key_bytes, value_bytes, None, partition_of
+        )
         print(
             f"broker warm-up {n + 1}: plain producer {records / seconds:,.0f} records/s", flush=True
         )
         seconds = _delivery_run(
-            lake, pool, topic, f"warm-up-tx-{n}-{int(time.time())}", kafka, registry, fmt
+            lake,
+            pool,
+            topic,
+            f"warm-up-tx-{n}-{int(time.time())}",
+            kafka,
+            registry,
+            fmt,
+            partitions=partitions,
         )[0]
         print(f"broker warm-up {n + 1}: to-kafka {records / seconds:,.0f} records/s", flush=True)
 
     runs = []
     for n in range(rounds):
         zync_seconds, zync_cpu, zync_threads = _delivery_run(
-            lake, pool, topic, f"{topic}-{n}", kafka, registry, fmt, broker_pid
+            lake,
+            pool,
+            topic,
+            f"{topic}-{n}",
+            kafka,
+            registry,
+            fmt,
+            broker_pid,
+            partitions=partitions,
         )
         ceiling_seconds, ceiling_cpu, ceiling_threads = _plain_run(
-            kafka, f"ceiling-{n}-{int(time.time())}", key_bytes, value_bytes, broker_pid
+            kafka,
+            f"ceiling-{n}-{int(time.time())}",
+            key_bytes,
+            value_bytes,
+            broker_pid,
+            partition_of,
         )
         runs.append(
             {
@@ -396,14 +439,24 @@ def _delivery_run(
     registry: Any,
     fmt: str,
     broker_pid: int | None = None,
+    *,
+    partitions: int = 1,
 ) -> tuple[float, float, CpuUse | None]:
     """One to-kafka run (non-continuous, in this process) of the records staged for
-    ``staged`` to the new topic ``topic``, timed from its start to its end: seconds,
-    this process's CPU seconds and (with ``broker_pid``) where the CPU went."""
+    ``staged`` to the new topic ``topic`` of ``partitions`` partitions, timed from its
+    start to its end: seconds, this process's CPU seconds and (with ``broker_pid``)
+    where the CPU went."""
     from engine.deliver.loop import Delivery
 
     delivery = Delivery(
-        lake, pool.name, topic, kafka=kafka, registry=registry, format=fmt, staged=staged
+        lake,
+        pool.name,
+        topic,
+        kafka=kafka,
+        registry=registry,
+        format=fmt,
+        staged=staged,
+        partitions=partitions,
     )
     watch = None if broker_pid is None else CpuWatch(broker_pid)
     cpu = _cpu()
@@ -436,13 +489,16 @@ def _plain_run(
     key_bytes: list[bytes | None],
     value_bytes: list[bytes | None],
     broker_pid: int | None = None,
+    partition_of: list[int] | None = None,
 ) -> tuple[float, float, CpuUse | None]:
     """The encoded records through a plain producer (zync's idempotent settings, no
     transactions, no headers) to a fresh topic, timed until flushed: seconds, this
-    process's CPU seconds and (with ``broker_pid``) where the CPU went."""
+    process's CPU seconds and (with ``broker_pid``) where the CPU went. Each record goes
+    to its ``partition_of`` (the partition to-kafka gives it; default: all to 0)."""
     from engine.kafka.clients import ensure_topic, producer
 
-    ensure_topic(kafka, topic)
+    partition_of = partition_of or [0] * len(key_bytes)
+    ensure_topic(kafka, topic, partitions=max(partition_of) + 1)
     plain = producer(kafka)
     produce = plain.produce
     watch = None if broker_pid is None else CpuWatch(broker_pid)
@@ -450,10 +506,10 @@ def _plain_run(
     if watch:
         watch.start()
     started = time.monotonic()
-    for key, value in zip(key_bytes, value_bytes, strict=True):
+    for key, value, partition in zip(key_bytes, value_bytes, partition_of, strict=True):
         while True:
             try:
-                produce(topic, value, key, partition=0)
+                produce(topic, value, key, partition=partition)
                 break
             except BufferError:
                 plain.poll(0.05)
@@ -501,6 +557,13 @@ def main() -> None:
         help="throughput: stage the records as an ETL pass writes them (JSON text and Avro "
         "bodies made by Spark, the default) or as JSON text only (a pool from before "
         "staged Avro)",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="throughput: partitions of the topics (default 1); each record goes to the "
+        "partition to-kafka gives it, in the plain producer's runs too",
     )
     parser.add_argument(
         "--rounds",
@@ -562,14 +625,15 @@ def main() -> None:
                     lake, kafka, registry, args.records, args.format,
                     warm_ups=args.warm_ups, rounds=args.rounds,
                     broker_pid=broker.pid if args.threads else None,
-                    staging=args.staging, on_round=report,
+                    staging=args.staging, partitions=args.partitions, on_round=report,
                 )  # fmt: skip
                 runs = measured["rounds"]
                 zync = statistics.median(r["zync"] for r in runs)
                 ceiling = statistics.median(r["ceiling"] for r in runs)
                 ratio = statistics.median(100 * r["zync"] / r["ceiling"] for r in runs)
                 print(
-                    f"throughput, {args.records:,} records ({args.format}, values ~"
+                    f"throughput, {args.records:,} records ({args.format}, {args.partitions} "
+                    f"partition(s), values ~"
                     f"{measured['value_bytes']:.0f} bytes), medians of {len(runs)} rounds: "
                     f"to-kafka {zync:,.0f} records/s, plain producer {ceiling:,.0f} records/s; "
                     f"to-kafka / plain producer, same round: {ratio:.0f}% of the ceiling; "
