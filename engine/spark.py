@@ -220,6 +220,10 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
         "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
         "spark.pyspark.python": executor_python(settings),
+        # zync reads and writes tables by path and makes no managed table; Spark still
+        # creates its warehouse directory when the session starts, by default in the
+        # working directory (an empty `spark-warehouse/` wherever a user ran zync)
+        "spark.sql.warehouse.dir": str(zync_home() / "spark-warehouse"),
     }
     if is_local_master(settings.master):
         conf["spark.driver.bindAddress"] = "127.0.0.1"
@@ -234,7 +238,7 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     Without ``settings`` they come from :func:`engine.settings.spark.load_spark_settings`
     (``spark.json`` < ``$ZYNC_SPARK_MASTER``), so every caller honours the configured
     master. A later call with different settings gets the running session unchanged:
-    one long-lived session per process (DESIGN.md, decision 2). Raises
+    one long-lived session per process (docs/design.md, "The embedded stack"). Raises
     :class:`JavaNotFoundError`, :class:`SparkMasterError` or
     :class:`engine.settings.errors.ConfigError`.
     """

@@ -2,7 +2,7 @@
 
 A pending record (a denorm side waiting for its partner, a record of an incomplete
 transaction bundle) expires when the newest Kafka timestamp seen on its topic is more
-than the rule's ``expire-after`` newer than its own timestamp (DESIGN.md, "expired").
+than the rule's ``expire-after`` newer than its own timestamp (docs/design.md, "Words": expired).
 The clock is the data, never the wall clock, so replaying the same records gives the
 same result. Expired records are marked ``expired``, give no output, and no longer hold
 their cursor back; ``zync expired`` shows them with their full envelope.

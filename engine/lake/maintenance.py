@@ -1,6 +1,6 @@
 """Pool upkeep: compaction, vacuum and checkpoints.
 
-Why each matters (DESIGN.md, "Measured facts"):
+Why each matters (measured on this project's lakes):
 
 * **Checkpoints.** Loading a Delta table replays its log since the last checkpoint, and
   a commit reloads it: without checkpoints a commit cost ~25 ms on a short log and

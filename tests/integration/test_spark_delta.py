@@ -136,3 +136,13 @@ def test_files_below_the_seqno_floor_are_not_read(spark, lake) -> None:
     above = markers_of(spark, staging, "etl", min_seqno=15)
     assert files_read(above) == 1
     assert sorted(r.seqno for r in above.collect()) == [15, 16, 17, 18, 19]
+
+
+def test_the_session_keeps_its_warehouse_out_of_the_working_directory(spark) -> None:
+    """Spark makes its (unused) warehouse directory when a session starts; zync's goes
+    under the zync home, not into the directory a user runs zync from."""
+    warehouse = spark.conf.get("spark.sql.warehouse.dir")
+    assert warehouse.rstrip("/").endswith("spark-warehouse")
+    assert not warehouse.removeprefix("file:").startswith(str(Path.cwd()) + "/spark-warehouse")
+    spark.sql("SHOW TABLES").collect()  # the catalog is up: the directory exists by now
+    assert not (Path.cwd() / "spark-warehouse").exists()
