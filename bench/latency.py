@@ -467,11 +467,11 @@ def _delivery_run(
     seconds = time.monotonic() - started
     used = _cpu() - cpu
     threads = watch.stop() if watch else None
-    assert status.records_delivered == pool_records(pool, staged), status
+    assert status.records_delivered == _pool_records(pool, staged), status
     return seconds, used, threads
 
 
-def pool_records(pool: Any, staged: str) -> int:
+def _pool_records(pool: Any, staged: str) -> int:
     """The records staged for ``staged`` (every one is delivered in one run)."""
     import pyarrow.compute as pc
 
