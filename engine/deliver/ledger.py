@@ -60,15 +60,11 @@ class Ledger:
         return max((o for o, _ in self.last.values()), default=None)
 
     def partition_of(self, key: str | None, offset: int) -> int:
-        count = len(self.partitions)
-        if count == 1:
-            return self.partitions[0]
-        if key is None:
-            return offset % count
-        return zlib.crc32(key.encode("utf-8")) % count
+        return self.partitions_of([key], [offset])[0]
 
     def partitions_of(self, keys: Sequence[str | None], offsets: Sequence[int]) -> list[int]:
-        """:meth:`partition_of` of each record (one loop, no call per record)."""
+        """The partition of each record (key JSON text, pool offset): CRC-32 of the key
+        modulo the partition count, by offset without a key; one loop for them all."""
         count = len(self.partitions)
         if count == 1:
             return [self.partitions[0]] * len(offsets)

@@ -48,9 +48,9 @@ class StagingReader:
     def snapshot_tables(self, low: int, *, texts: bool = True) -> Iterator[pa.Table]:
         """The topic's records with ``offset >= low`` in the loaded snapshot, streamed in
         tables of about ``batch_records`` rows; without ``texts``, from a pool with the
-        ``avro`` column, only ``offset, avro`` (:meth:`texts` reads the rest). Files are read in seqno order (commit
-        order), which is offset order for the ETL's commits; when it is not (compacted
-        files), the rest is read whole and sorted."""
+        ``avro`` column, only ``offset, avro`` (:meth:`texts` reads the rest). Files are
+        read in seqno order (commit order), which is offset order for the ETL's commits;
+        when it is not (compacted files), the rest is read whole and sorted."""
         # deferred: deltalake
         from engine.lake.delta import arrow_schema, parquet_dataset
 

@@ -9,7 +9,8 @@ continuous delivery makes), only the anchors in a larger one (a catch-up). A pas
 streams: the first transaction is small (:data:`~engine.deliver.read.FIRST_TRANSACTION`)
 so that producing starts while the rest is still read and encoded. A catch-up to one
 partition in Avro reads the records without their JSON texts when the ETL's bodies ship
-(docs/design.md#staged-avro), and reads the texts back only for a table whose bodies do not all ship.
+(docs/design.md#staged-avro), and reads the texts back only for a table whose bodies do
+not all ship.
 """
 
 from __future__ import annotations
