@@ -117,8 +117,10 @@ class Assignment:
                 "new partitions: " + ", ".join(f"{tp.topic}[{tp.partition}]" for tp in added)
             )
 
-    def read_watermarks(self, client: Consumer) -> None:
-        """Refresh the cached watermarks (the lag) of the partitions read."""
+    def read_watermarks(self, client: Consumer) -> bool:
+        """Refresh the cached watermarks (the lag) of the partitions read. True when every
+        one of them has answered a fetch: librdkafka knows a partition's high watermark
+        only from a fetch response (the first one carries the records waiting there)."""
         marks = {}
         if self._positions.grouped:
             partitions = sorted(self._positions.owned_now())
@@ -139,6 +141,7 @@ class Assignment:
                 marks[(topic, partition)] = (max(low, 0), high)
         with self._shared.lock:
             self._shared.watermarks.update(marks)
+        return len(marks) == len(partitions)
 
     # -- workers group (consumer thread: the callbacks run inside consumer.consume()) ----
 

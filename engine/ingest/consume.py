@@ -3,7 +3,8 @@ librdkafka, keeps only records of partitions it still owns, fills the pools' buf
 cuts batches (:mod:`engine.ingest.buffer`), and between polls applies skip-aheads,
 refreshes watermarks, flushes the workers group mirror, looks for new partitions, asks
 whether Kafka is still there (:mod:`engine.ingest.faults`), and exits after
-``exit_after`` idle seconds (not counting a Kafka outage). Stopped, it hands over what it
+``exit_after`` idle seconds (not counting a Kafka outage, nor the time before every
+partition read has answered a fetch). Stopped, it hands over what it
 holds."""
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 
 #: How often the consumer refreshes cached watermarks (lag) and looks for new partitions.
 WATERMARK_EVERY = 1.0
+#: exit_after counts only once every partition read has answered a fetch, or this many
+#: seconds after the partitions were assigned (a partition without a leader must not keep
+#: ``--exit-after`` from ever exiting).
+FIRST_FETCH_GRACE = 60.0
 METADATA_EVERY = 30.0
 _POLL = 0.1
 
@@ -69,6 +74,8 @@ class ConsumeLoop:
         want = min(opts.max_records, 50_000)
         handed = stages.handed
         watch = self._watch
+        fetched_all = False
+        assigned_at = started
         while not stop.is_set():
             if shared.error is not None:
                 return False
@@ -93,14 +100,21 @@ class ConsumeLoop:
                 # joining the group or taking partitions over is not idleness: exit_after
                 # counts from the latest rebalance
                 last_record = max(last_record, now)
+                assigned_at = now
+                fetched_all = False
             buffers.cut_due(now, caught_up=len(messages) < want)
             if positions.seeks:
                 positions.apply_seeks(consumer)
-            if now >= next_watermarks or stages.handed != handed:
+            if now >= next_watermarks or stages.handed != handed or not fetched_all:
                 # fresh before a batch is committed, so its commit reports a current lag
                 handed = stages.handed
-                assignment.read_watermarks(consumer)
+                fetched_all = assignment.read_watermarks(consumer)
                 next_watermarks = now + WATERMARK_EVERY
+            if not fetched_all and now - assigned_at < FIRST_FETCH_GRACE:
+                # a partition not fetched from yet (its leader looked up, its offset reset,
+                # a slow broker) may hold records: exit_after counts from the first answer
+                # of every partition read
+                last_record = max(last_record, now)
             if in_group:
                 assignment.flush_mirror(consumer)
             if now >= next_metadata:

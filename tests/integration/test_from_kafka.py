@@ -203,6 +203,23 @@ def test_on_error_fail_stops_before_committing_the_bad_batch(kafka, lake: Lake, 
     assert lake.open_pool("strict").position(topic, 0) == 12
 
 
+def test_exit_after_counts_once_every_partition_answered(kafka, lake: Lake) -> None:
+    """``exit_after`` is idleness: a partition not fetched from yet (the consumer still
+    finding its leader, resetting its offset, or a busy broker) is not idle. Even with an
+    exit_after far shorter than a first fetch takes, every record waiting is read."""
+    topics = [name("quick"), name("quick")]
+    for topic in topics:
+        clients.ensure_topic(kafka, topic, partitions=3)
+        send(kafka, topic, [(i % 3, None, json.dumps({"i": i}).encode()) for i in range(30)])
+    for run in range(3):  # each run a new consumer, from the start of a pool of its own
+        stats = Ingest([IngestInput(t, f"Quick{run}_{n}") for n, t in enumerate(topics)],
+                       lake=lake, kafka=kafka,
+                       options=IngestOptions(exit_after=0.001, create_pools=True)).run()  # fmt: skip
+        assert stats.records == 60
+        for n in range(2):
+            assert len(pool_rows(lake, f"Quick{run}_{n}")) == 30
+
+
 def test_yaml_inputs_many_topics_to_many_pools(kafka, lake: Lake, tmp_path: Path) -> None:
     from zync_tui.commands.ingest import make_app
 

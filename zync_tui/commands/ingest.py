@@ -156,7 +156,9 @@ def from_kafka(
     exit_after: Annotated[
         float | None,
         typer.Option(parser=duration_option, metavar="DURATION",
-                     help="Exit after this long without a new record (for scripts).", show_default=False),
+                     help="Exit after this long without a new record (for scripts); counted once "
+                          "every partition read has answered, so records already waiting are read "
+                          "however short it is.", show_default=False),
     ] = None,
     fmt: Annotated[
         InputFormat, typer.Option("--format", "-f", help="Value format (auto: decided from the first records).")
