@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from engine.ingest.errors import IngestError
 from engine.ingest.group_mirror import SubscribedMirror
 from engine.ingest.positions import tp_list
-from engine.kafka.clients import check_reachable, consumer, where
+from engine.kafka.clients import check_reachable, consumer, fetched_watermarks, where
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError
@@ -121,7 +121,6 @@ class Assignment:
         """Refresh the cached watermarks (the lag) of the partitions read. True when every
         one of them has answered a fetch: librdkafka knows a partition's high watermark
         only from a fetch response (the first one carries the records waiting there)."""
-        marks = {}
         if self._positions.grouped:
             partitions = sorted(self._positions.owned_now())
         else:
@@ -130,15 +129,7 @@ class Assignment:
                 for item in self._inputs
                 for partition in range(self._partition_counts.get(item.topic, 0))
             ]
-        for topic, partition in partitions:
-            try:
-                low, high = client.get_watermark_offsets(
-                    TopicPartition(topic, partition), cached=True
-                )
-            except KafkaException:
-                continue
-            if high >= 0:
-                marks[(topic, partition)] = (max(low, 0), high)
+        marks = fetched_watermarks(client, partitions)
         with self._shared.lock:
             self._shared.watermarks.update(marks)
         return len(marks) == len(partitions)

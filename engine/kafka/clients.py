@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -267,4 +267,22 @@ def watermarks(
             raise KafkaUnavailable(
                 f"cannot read offsets of {topic}[{partition}]: {exc.args[0].str()}"
             ) from None
+    return out
+
+
+def fetched_watermarks(
+    kafka: Consumer, partitions: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """Low and high watermark of each partition as its latest fetch response gave them
+    (no request: librdkafka's cached values). A partition not fetched from yet is left
+    out: until then the consumer cannot know whether records wait there, so ``exit_after``
+    does not count it as idle."""
+    out = {}
+    for topic, partition in partitions:
+        try:
+            low, high = kafka.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        except KafkaException:
+            continue
+        if high >= 0:
+            out[(topic, partition)] = (max(low, 0), high)
     return out

@@ -46,6 +46,9 @@ POLL_SECONDS = 0.2
 #: How long a consumer group may take to hand out partitions before we give up, on top
 #: of ``exit_after`` (only when ``exit_after`` is set; otherwise we wait as asked).
 GROUP_JOIN_SECONDS = 60.0
+#: ``exit_after`` counts once every partition read has answered a fetch, or this long
+#: after they were assigned (a partition without a leader must not keep it from exiting).
+FIRST_FETCH_GRACE = 60.0
 
 
 class UndecodableRecord(ZyncError):
@@ -206,14 +209,18 @@ def _records(
 ) -> Generator[dict[str, Any]]:
     from confluent_kafka import KafkaError, TopicPartition  # deferred: librdkafka
 
+    from engine.kafka.clients import fetched_watermarks  # deferred: librdkafka
+
     assigned = options.group is None
     idle_since = time.monotonic()
-    started = idle_since
+    started = assigned_at = idle_since
+    answered = False  # every partition read has answered a fetch (or the grace is over)
 
     def on_assign(_consumer: Any, _partitions: Any) -> None:
-        nonlocal assigned, idle_since
+        nonlocal assigned, idle_since, assigned_at, answered
         assigned = True
-        idle_since = time.monotonic()
+        idle_since = assigned_at = time.monotonic()
+        answered = False
 
     if options.group:
         kafka = make_consumer(
@@ -239,6 +246,13 @@ def _records(
             now = time.monotonic()
             if not batch:
                 if options.exit_after is not None:
+                    if assigned and not answered:
+                        # a partition not fetched from yet may hold records: not idle
+                        read = [(tp.topic, tp.partition) for tp in kafka.assignment()]
+                        answered = len(fetched_watermarks(kafka, read)) == len(read)
+                        answered = answered or now - assigned_at >= FIRST_FETCH_GRACE
+                        if not answered:
+                            idle_since = now
                     if assigned and now - idle_since >= options.exit_after:
                         return
                     if not assigned and now - started >= options.exit_after + GROUP_JOIN_SECONDS:

@@ -176,6 +176,18 @@ def test_consume_from_an_offset_and_as_a_group(stack) -> None:
     assert "choose one" in both.stderr
 
 
+def test_exit_after_counts_once_every_partition_answered(stack) -> None:
+    """However short ``--exit-after`` is, the records already in the topic are read: a
+    partition not fetched from yet is not idle."""
+    topic = new_topic("quick")
+    ok("produce", "-t", topic, "--format", "json", "--partitions", "3", "--key", "n",
+       input="\n".join(json.dumps({"n": n}) for n in range(30)))  # fmt: skip
+    for group in (None, f"g-{uuid.uuid4().hex[:6]}"):
+        args = ["-g", group] if group else []
+        got = records(ok("consume", "-t", topic, "--from-beginning", "--exit-after", "1ms", *args))
+        assert sorted(r["value"]["n"] for r in got) == list(range(30)), group
+
+
 def test_by_default_only_new_records_and_waiting_for_them(stack) -> None:
     import threading
 

@@ -354,8 +354,8 @@ def consume(
     exit_after: Annotated[
         float | None,
         typer.Option(parser=duration_option, metavar="DURATION",
-                     help="Stop after this long without a new record (250ms, 30s, 5m). "
-                          "Default: wait for records until Ctrl-C."),
+                     help="Stop after this long without a new record (250ms, 30s, 5m), counted once "
+                          "every partition has answered. Default: wait for records until Ctrl-C."),
     ] = None,
     fmt: Annotated[
         ConsumeFormat,
