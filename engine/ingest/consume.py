@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine.ingest.buffer import Batch, Buffers
+from engine.kafka.clients import FIRST_FETCH_GRACE
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -29,10 +30,6 @@ if TYPE_CHECKING:
 
 #: How often the consumer refreshes cached watermarks (lag) and looks for new partitions.
 WATERMARK_EVERY = 1.0
-#: exit_after counts only once every partition read has answered a fetch, or this many
-#: seconds after the partitions were assigned (a partition without a leader must not keep
-#: ``--exit-after`` from ever exiting).
-FIRST_FETCH_GRACE = 60.0
 METADATA_EVERY = 30.0
 _POLL = 0.1
 

@@ -270,6 +270,12 @@ def watermarks(
     return out
 
 
+#: ``exit_after`` (from-kafka, consume) counts once every partition read has answered a
+#: fetch (:func:`fetched_watermarks`), or this many seconds after the partitions were
+#: assigned: a partition without a leader must not keep a run from ever exiting.
+FIRST_FETCH_GRACE = 60.0
+
+
 def fetched_watermarks(
     kafka: Consumer, partitions: Iterable[tuple[str, int]]
 ) -> dict[tuple[str, int], tuple[int, int]]:

@@ -46,9 +46,6 @@ POLL_SECONDS = 0.2
 #: How long a consumer group may take to hand out partitions before we give up, on top
 #: of ``exit_after`` (only when ``exit_after`` is set; otherwise we wait as asked).
 GROUP_JOIN_SECONDS = 60.0
-#: ``exit_after`` counts once every partition read has answered a fetch, or this long
-#: after they were assigned (a partition without a leader must not keep it from exiting).
-FIRST_FETCH_GRACE = 60.0
 
 
 class UndecodableRecord(ZyncError):
@@ -209,7 +206,7 @@ def _records(
 ) -> Generator[dict[str, Any]]:
     from confluent_kafka import KafkaError, TopicPartition  # deferred: librdkafka
 
-    from engine.kafka.clients import fetched_watermarks  # deferred: librdkafka
+    from engine.kafka.clients import FIRST_FETCH_GRACE, fetched_watermarks  # deferred: librdkafka
 
     assigned = options.group is None
     idle_since = time.monotonic()
