@@ -4,8 +4,7 @@ cuts batches (:mod:`engine.ingest.buffer`), and between polls applies skip-ahead
 refreshes watermarks, flushes the workers group mirror, looks for new partitions, asks
 whether Kafka is still there (:mod:`engine.ingest.faults`), and exits after
 ``exit_after`` idle seconds (not counting a Kafka outage, nor the time before every
-partition read has answered a fetch). Stopped, it hands over what it
-holds."""
+partition read has answered a fetch). Stopped, it hands over what it holds."""
 
 from __future__ import annotations
 
