@@ -101,16 +101,15 @@ class ConsumeLoop:
             buffers.cut_due(now, caught_up=len(messages) < want)
             if positions.seeks:
                 positions.apply_seeks(consumer)
-            if now >= next_watermarks or stages.handed != handed or not fetched_all:
+            # a partition not fetched from yet (its leader looked up, its offset reset, a
+            # slow broker) may hold records: no exit until every partition read answered
+            first_fetch_due = not fetched_all and now - assigned_at < FIRST_FETCH_GRACE
+            if now >= next_watermarks or stages.handed != handed or first_fetch_due:
                 # fresh before a batch is committed, so its commit reports a current lag
                 handed = stages.handed
                 fetched_all = assignment.read_watermarks(consumer)
+                first_fetch_due = first_fetch_due and not fetched_all
                 next_watermarks = now + WATERMARK_EVERY
-            if not fetched_all and now - assigned_at < FIRST_FETCH_GRACE:
-                # a partition not fetched from yet (its leader looked up, its offset reset,
-                # a slow broker) may hold records: exit_after counts from the first answer
-                # of every partition read
-                last_record = max(last_record, now)
             if in_group:
                 assignment.flush_mirror(consumer)
             if now >= next_metadata:
@@ -124,6 +123,7 @@ class ConsumeLoop:
             elif (
                 opts.exit_after is not None
                 and now - last_record >= opts.exit_after
+                and not first_fetch_due
                 and not buffers.holding()
                 and stages.inflight == 0
             ):

@@ -244,13 +244,13 @@ def _records(
             if not batch:
                 if options.exit_after is not None:
                     if assigned and not answered:
-                        # a partition not fetched from yet may hold records: not idle
+                        # a partition not fetched from yet may hold records: no exit yet
                         read = [(tp.topic, tp.partition) for tp in kafka.assignment()]
-                        answered = len(fetched_watermarks(kafka, read)) == len(read)
-                        answered = answered or now - assigned_at >= FIRST_FETCH_GRACE
-                        if not answered:
-                            idle_since = now
-                    if assigned and now - idle_since >= options.exit_after:
+                        answered = (
+                            len(fetched_watermarks(kafka, read)) == len(read)
+                            or now - assigned_at >= FIRST_FETCH_GRACE
+                        )
+                    if assigned and answered and now - idle_since >= options.exit_after:
                         return
                     if not assigned and now - started >= options.exit_after + GROUP_JOIN_SECONDS:
                         raise ConsumeError(
