@@ -103,12 +103,13 @@ class ConsumeLoop:
                 positions.apply_seeks(consumer)
             # a partition not fetched from yet (its leader looked up, its offset reset, a
             # slow broker) may hold records: no exit until every partition read answered
+            # before this poll (a fetch response sets the watermark a moment before its
+            # records reach the queue, so the poll after it is the one that finds them)
             first_fetch_due = not fetched_all and now - assigned_at < FIRST_FETCH_GRACE
             if now >= next_watermarks or stages.handed != handed or first_fetch_due:
                 # fresh before a batch is committed, so its commit reports a current lag
                 handed = stages.handed
                 fetched_all = assignment.read_watermarks(consumer)
-                first_fetch_due = first_fetch_due and not fetched_all
                 next_watermarks = now + WATERMARK_EVERY
             if in_group:
                 assignment.flush_mirror(consumer)

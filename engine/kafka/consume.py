@@ -244,13 +244,15 @@ def _records(
             if not batch:
                 if options.exit_after is not None:
                     if assigned and not answered:
-                        # a partition not fetched from yet may hold records: no exit yet
+                        # a partition not fetched from yet may hold records: no exit until
+                        # every one answered before an empty poll (a fetch response sets
+                        # the watermark a moment before its records reach the queue)
                         read = [(tp.topic, tp.partition) for tp in kafka.assignment()]
                         answered = (
                             len(fetched_watermarks(kafka, read)) == len(read)
                             or now - assigned_at >= FIRST_FETCH_GRACE
                         )
-                    if assigned and answered and now - idle_since >= options.exit_after:
+                    elif assigned and now - idle_since >= options.exit_after:
                         return
                     if not assigned and now - started >= options.exit_after + GROUP_JOIN_SECONDS:
                         raise ConsumeError(
