@@ -13,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
+from engine.ingest.buffer import Buffers
 from engine.ingest.consume import ConsumeLoop
 from engine.ingest.options import IngestOptions
 from engine.ingest.state import LoopState
@@ -137,7 +138,8 @@ def test_from_kafka_does_not_exit_on_the_poll_before_the_first_fetch_records() -
     stand = Stand()
     options = IngestOptions(exit_after=0.001)
     loop = Loop(options, LoopState(), stand, stand, stand, {"t": "P"}, stand)  # type: ignore[arg-type]
-    loop.buffers = type(loop.buffers)(["P"], {"t": "P"}, options, loop._hand_over)
+    # a bare LoopState names no pool: the loop buffers for one, P, fed by topic t
+    loop.buffers = Buffers(["P"], {"t": "P"}, options, loop._hand_over)
     assert loop.run(kafka, Answers(kafka), threading.Event())  # type: ignore[arg-type]
     assert kafka.polls >= 2
     assert seen == [0, 1]
