@@ -105,7 +105,11 @@ class ConsumeLoop:
             # slow broker) may hold records: no exit until every partition read answered
             # before this poll (a fetch response sets the watermark a moment before its
             # records reach the queue, so the poll after it is the one that finds them)
-            first_fetch_due = not fetched_all and now - assigned_at < FIRST_FETCH_GRACE
+            first_fetch_due = (
+                opts.exit_after is not None  # only an exit waits for it: no reads otherwise
+                and not fetched_all
+                and now - assigned_at < FIRST_FETCH_GRACE
+            )
             if now >= next_watermarks or stages.handed != handed or first_fetch_due:
                 # fresh before a batch is committed, so its commit reports a current lag
                 handed = stages.handed
