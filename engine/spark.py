@@ -25,6 +25,7 @@ read the pools through Delta, decode, join and anti-join. For that:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
@@ -192,21 +193,59 @@ def s3_jars() -> list[Path]:
     return artifacts.classpath("spark-s3")
 
 
+def executors_in_driver(master: str) -> bool:
+    """True for ``local``/``local[N]``/``local[N,F]``/``local[*]``: the executors are
+    threads of the driver's JVM (not ``local-cluster[...]``, whose executors are JVMs of
+    their own)."""
+    return master == "local" or master.startswith("local[")
+
+
+def wants_s3_jars() -> bool:
+    """True when the session is to load Spark's s3a jars: a lake on S3 was opened, or
+    ``$ZYNC_SPARK_S3_JARS`` says always."""
+    return _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES
+
+
+#: Spark's launcher appends this variable's class path to the driver's, last: after
+#: ``spark.driver.extraClassPath``, Spark's conf directory and jars, ``$HADOOP_CONF_DIR``
+#: and ``$YARN_CONF_DIR``.
+DIST_CLASSPATH_VAR = "SPARK_DIST_CLASSPATH"
+
+
+def driver_classpath(with_s3: bool) -> list[Path]:
+    """The session's own jars, in the order the driver JVM's class path ends with them:
+    Delta's, then the s3a set's when asked."""
+    return [*delta_jars(), *(s3_jars() if with_s3 else [])]
+
+
+def archive_classpath() -> list[Path]:
+    """The class path the driver's archive is made on and valid for: Spark's own, then
+    Delta's jars. A JVM may append to an archive's class path, so a session with the s3a
+    jars after those maps the same archive (their classes are loaded, not mapped)."""
+    return [*spark_classpath(), *delta_jars()]
+
+
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
+    """The session's Spark configuration. Its jars are not in it: :func:`get_spark`
+    appends them to the driver JVM's class path (:func:`driver_classpath`)."""
     executor = [f"-Dlog4j2.configurationFile=file:{_log4j_config()}", *extra_options()]
-    # the driver (this process's JVM) maps the class archive of Spark's jars when one was
-    # made; executors on a cluster run another class path
-    driver = [*executor, *class_archive.use_options("spark", spark_classpath())]
-    jars = delta_jars()
+    # the archive fits only its class path: none when a user's entries come before ours
+    users = [settings.conf.get("spark.driver.extraClassPath")]
+    users += [os.environ.get(var) for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", DIST_CLASSPATH_VAR)]
+    archive = [] if any(users) else class_archive.use_options("spark", archive_classpath())
+    driver = [*executor, *archive]
     s3: dict[str, str] = {}
-    if _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES:
-        jars += s3_jars()
     if _object_storage is not None:
         s3 = _object_storage.hadoop_conf()
+    # Executors in the driver's JVM (local[N]) find the jars on its class path; executors
+    # elsewhere fetch them from the driver. spark.jars in local[N] would have the driver
+    # copy every jar into a scratch directory at each start (~700 MB with the AWS SDK).
+    jars = [] if executors_in_driver(settings.master) else driver_classpath(wants_s3_jars())
+    distributed = {"spark.jars": ",".join(str(jar) for jar in jars)} if jars else {}
     conf = {
         **DELTA_CONF,
         **s3,
-        "spark.jars": ",".join(str(jar) for jar in jars),
+        **distributed,
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -263,12 +302,30 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         builder = SparkSession.builder.appName(settings.app_name).master(settings.master)
         for key, value in conf.items():
             builder = builder.config(key, value)
-        session = _with_stderr_to(spark_log_path(), builder.getOrCreate)
+        with_s3 = wants_s3_jars()
+        with _class_path_appended(driver_classpath(with_s3)):
+            session = _with_stderr_to(spark_log_path(), builder.getOrCreate)
         _quiet_query_context_loggers()
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_settings = session, settings
-        _session_has_s3 = "hadoop-aws" in conf["spark.jars"]
+        _session_has_s3 = with_s3
         return session
+
+
+@contextlib.contextmanager
+def _class_path_appended(jars: list[Path]) -> Iterator[None]:
+    """While the driver's JVM is launched, ``$SPARK_DIST_CLASSPATH`` ends with ``jars``
+    (after a user's own), so the launcher appends them to the JVM's class path: after
+    Spark's jars, whose classes keep precedence as they would from ``spark.jars``."""
+    before = os.environ.get(DIST_CLASSPATH_VAR)
+    os.environ[DIST_CLASSPATH_VAR] = os.pathsep.join([*filter(None, [before]), *map(str, jars)])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DIST_CLASSPATH_VAR, None)
+        else:
+            os.environ[DIST_CLASSPATH_VAR] = before
 
 
 def spark_factory(spark: SparkSource) -> Callable[[], SparkSession]:
@@ -347,13 +404,17 @@ def _quiet_query_context_loggers() -> None:
 
 
 def make_class_archive(timeout: float = 600.0) -> class_archive.ClassArchive:
-    """The Spark driver's class archive (:mod:`engine.jvm.class_archive`), made unless it
-    exists: a session started as every session is, in a child process, runs
-    :func:`_archive_workload`; its JVM writes the archive as it exits. Raises
-    :class:`ClassArchiveError`."""
+    """The Spark driver's class archive (:mod:`engine.jvm.class_archive`) on
+    :func:`archive_classpath`, made unless it exists: a session started as every session
+    is (without the s3a jars), in a child process, runs :func:`_archive_workload`; its JVM
+    writes the archive as it exits. Raises :class:`ClassArchiveError`."""
 
     def run(jvm_options: list[str]) -> None:
-        env = {**os.environ, JVM_OPTS_VAR: shlex.join([*extra_options(), *jvm_options])}
+        env = {
+            **os.environ,
+            JVM_OPTS_VAR: shlex.join([*extra_options(), *jvm_options]),
+            "ZYNC_SPARK_S3_JARS": "false",
+        }
         code = "from engine.spark import _archive_workload; _archive_workload()"
         try:
             done = subprocess.run(
@@ -371,7 +432,7 @@ def make_class_archive(timeout: float = 600.0) -> class_archive.ClassArchive:
                 + (lines[-1] if lines else f"exit code {done.returncode}")
             )
 
-    return class_archive.make("spark", spark_classpath(), run)
+    return class_archive.make("spark", archive_classpath(), run)
 
 
 def _archive_workload() -> None:

@@ -4,6 +4,7 @@ memory map; `zync setup` says where they are."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,19 @@ def test_setup_says_where_they_are() -> None:
     )
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr == ""
+
+
+def test_the_sessions_jars_end_the_drivers_class_path_and_are_not_copied(spark) -> None:
+    """Delta's jars, then the s3a set's (the tests' session loads it), after Spark's own
+    (whose classes keep precedence); none copied into the session's scratch directory."""
+    from pyspark import SparkFiles
+
+    from engine.spark import driver_classpath
+
+    jvm = spark._jvm
+    classpath = jvm.java.lang.System.getProperty("java.class.path").split(os.pathsep)
+    ours = [str(jar) for jar in driver_classpath(with_s3=True)]
+    assert classpath[-len(ours):] == ours
+    assert any("/pyspark/jars/" in entry for entry in classpath[: -len(ours)])
+    scratch = Path(SparkFiles.getRootDirectory())
+    assert not list(scratch.rglob("*.jar"))
