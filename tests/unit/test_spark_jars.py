@@ -22,6 +22,7 @@ def _plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.delenv(class_archive.SWITCH_VAR, raising=False)
     monkeypatch.setattr(class_archive, "archive_dir", lambda: tmp_path / "archives")
+    monkeypatch.setattr(sessions, "_object_storage", None)  # an S3 test on this worker set it
 
 
 def _archived(conf: dict[str, str]) -> list[str]:
