@@ -6,6 +6,7 @@ session by the fixture that started it.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,16 @@ import pytest
 #: gets a smaller code cache by default, which Spark fills. Set before any JVM starts; an
 #: explicit $ZYNC_JVM_OPTS wins.
 os.environ.setdefault("ZYNC_JVM_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once the tests are collected, the objects made so far (every imported module)
+    leave the garbage collector's care, and it collects less often: a worker lives for
+    the whole run and allocates much (consoles, Arrow tables). tests/console with two
+    workers: 49 and 52 → 44 and 45 CPU-s (bench/RESULTS.md, "The test suite")."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -59,9 +70,12 @@ def spark():
     Its expressions are evaluated interpreted (``spark.sql.codegen.factoryMode``
     ``NO_CODEGEN``): the tests' passes are small and many, and generating and compiling
     code for each new plan cost more than running it (test_etl_invoices + test_etl_window:
-    184 → 150 CPU-s, bench/RESULTS.md "The test suite"). The results are the same by
-    Spark's contract; the ``zync`` processes the end-to-end tests start run Spark as
-    users do (code generated), and test_cluster compares a run of each kind row by row."""
+    184 → 150 CPU-s, bench/RESULTS.md "The test suite"), and each query is planned once,
+    without adaptive re-planning between its stages (``spark.sql.adaptive.enabled``
+    ``false``; the same two files: 163 and 161 → 149 and 152 CPU-s). The results are the
+    same by Spark's contract; the ``zync`` processes the end-to-end tests start run Spark
+    as users do (code generated, adaptive), and test_cluster compares a run of each kind
+    row by row."""
     from engine.settings.spark import SparkSettings
     from engine.spark import get_spark, stop_spark
 
@@ -74,6 +88,7 @@ def spark():
                 conf={
                     "spark.sql.shuffle.partitions": "4",
                     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                    "spark.sql.adaptive.enabled": "false",
                 },
             )
         )
