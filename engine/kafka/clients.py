@@ -13,6 +13,7 @@ error raised within the timeout instead of a hang.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -76,8 +77,15 @@ class ErrorLog:
         log.debug("librdkafka error: %s", error)
 
     def reason(self, fallback: KafkaError) -> str:
+        """The error's words, without librdkafka's count of the times it repeated
+        them (``, 1 identical error(s) suppressed``): how many connection attempts fit
+        in the wait says nothing to a user."""
         error = self.specific or self.last or fallback
-        return str(error.str())
+        return _SUPPRESSED.sub("", str(error.str()))
+
+
+#: librdkafka's note, inside a message's closing parenthesis, that it repeated it
+_SUPPRESSED = re.compile(r", \d+ identical error\(s\) suppressed(?=\))")
 
 
 def client_config(

@@ -175,3 +175,20 @@ def test_a_refused_file_is_named(text: str, expected: str) -> None:
 def test_other_construction_errors_are_not_about_files() -> None:
     error = KafkaError(KafkaError._INVALID_ARG, "Failed to create producer: No such configuration")
     assert rejected_file(error, MTLS) is None
+
+
+def test_a_repeated_error_is_told_without_librdkafkas_count() -> None:
+    """How many connection attempts fit in the wait changes from run to run; the one
+    line a user reads does not."""
+    from confluent_kafka import KafkaError
+
+    from engine.kafka.clients import ErrorLog
+
+    words = "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused"
+    errors = ErrorLog()
+    errors(KafkaError(KafkaError._TRANSPORT, f"{words} (after 0ms in state CONNECT)"))
+    once = errors.reason(KafkaError(KafkaError._TRANSPORT))
+    errors(KafkaError(KafkaError._TRANSPORT,
+                      f"{words} (after 0ms in state CONNECT, 1 identical error(s) suppressed)"))
+    assert errors.reason(KafkaError(KafkaError._TRANSPORT)) == once
+    assert once == f"{words} (after 0ms in state CONNECT)"
