@@ -8,6 +8,9 @@ Each run starts, in a fresh child process so that nothing is shared between runs
   first queries (a SQL statement with a join, a group-by and JSON functions, collected as
   Arrow); prints the seconds to the session, the seconds of the queries, and the CPU
   seconds the JVM used by then (from /proc);
+* **spark-s3**: the same with Spark's s3a jars loaded (``ZYNC_SPARK_S3_JARS=true``, as
+  for a lake on S3; ``zync setup --with s3`` fetches them), appended after the archive's
+  class path;
 * **kafka**: the embedded broker (engine.local.broker.start_broker, port 0) until it
   answers a metadata request; the seconds and the broker JVM's CPU seconds by then.
 
@@ -64,8 +67,12 @@ print(json.dumps({"ready": ready, "cpu": cpu}))
 """
 
 
-def _one(code: str, archives: bool) -> dict[str, float]:
-    env = {**os.environ, "ZYNC_CLASS_ARCHIVES": "on" if archives else "off"}
+def _one(code: str, archives: bool, s3_jars: bool) -> dict[str, float]:
+    env = {
+        **os.environ,
+        "ZYNC_CLASS_ARCHIVES": "on" if archives else "off",
+        "ZYNC_SPARK_S3_JARS": "true" if s3_jars else "false",
+    }
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600, check=False,
@@ -88,11 +95,12 @@ def main() -> None:
         print(f"{archive.kind} archive: {archive.path} ({archive.size / 2**20:.0f} MB)")
     print(f"ZYNC_JVM_OPTS={os.environ.get('ZYNC_JVM_OPTS', '')!r}; load average "
           f"{os.getloadavg()[0]:.1f}")  # fmt: skip
-    for kind, code in (("spark", _SPARK), ("kafka", _KAFKA)):
+    kinds = [("spark", _SPARK, False), ("spark-s3", _SPARK, True), ("kafka", _KAFKA, False)]
+    for kind, code, s3_jars in kinds:
         runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
         for i in range(2 * args.runs):
             archives = i % 2 == 1
-            runs[archives].append(_one(code, archives))
+            runs[archives].append(_one(code, archives, s3_jars))
         medians = {
             side: {key: statistics.median(r[key] for r in found) for key in found[0]}
             for side, found in runs.items()
