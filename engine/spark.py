@@ -212,6 +212,17 @@ def wants_s3_jars() -> bool:
 DIST_CLASSPATH_VAR = "SPARK_DIST_CLASSPATH"
 
 
+def launcher_keeps_dist_classpath() -> bool:
+    """False when Spark's ``conf/spark-env.sh`` mentions ``$SPARK_DIST_CLASSPATH`` (a
+    "Hadoop free" Spark build sets it there): the launcher's scripts source that file
+    after zync set the variable, so the session hands its jars over ``spark.jars``."""
+    try:
+        script = (spark_classpath()[0] / "spark-env.sh").read_text(errors="replace")
+    except OSError:
+        return True
+    return DIST_CLASSPATH_VAR not in script
+
+
 def driver_classpath(with_s3: bool) -> list[Path]:
     """The session's own jars, in the order the driver JVM's class path ends with them:
     Delta's, then the s3a set's when asked."""
@@ -232,7 +243,10 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     # the archive fits only its class path: none when a user's entries come before ours
     users = [settings.conf.get("spark.driver.extraClassPath")]
     users += [os.environ.get(var) for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", DIST_CLASSPATH_VAR)]
-    archive = [] if any(users) else class_archive.use_options("spark", archive_classpath())
+    ours_last = launcher_keeps_dist_classpath()
+    archive = [] if any(users) or not ours_last else class_archive.use_options(
+        "spark", archive_classpath()
+    )
     driver = [*executor, *archive]
     s3: dict[str, str] = {}
     if _object_storage is not None:
@@ -240,7 +254,8 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     # Executors in the driver's JVM (local[N]) find the jars on its class path; executors
     # elsewhere fetch them from the driver. spark.jars in local[N] would have the driver
     # copy every jar into a scratch directory at each start (~700 MB with the AWS SDK).
-    jars = [] if executors_in_driver(settings.master) else driver_classpath(wants_s3_jars())
+    in_driver = executors_in_driver(settings.master) and ours_last
+    jars = [] if in_driver else driver_classpath(wants_s3_jars())
     distributed = {"spark.jars": ",".join(str(jar) for jar in jars)} if jars else {}
     conf = {
         **DELTA_CONF,
@@ -303,7 +318,8 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         for key, value in conf.items():
             builder = builder.config(key, value)
         with_s3 = wants_s3_jars()
-        with _class_path_appended(driver_classpath(with_s3)):
+        appended = driver_classpath(with_s3) if launcher_keeps_dist_classpath() else []
+        with _class_path_appended(appended):
             session = _with_stderr_to(spark_log_path(), builder.getOrCreate)
         _quiet_query_context_loggers()
         session.sparkContext.setLogLevel("ERROR")

@@ -18,7 +18,8 @@ from engine.settings.spark import SparkSettings
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("ZYNC_SPARK_S3_JARS", "HADOOP_CONF_DIR", "YARN_CONF_DIR", sessions.DIST_CLASSPATH_VAR):
+    for var in ("ZYNC_SPARK_S3_JARS", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_CONF_DIR",
+                sessions.DIST_CLASSPATH_VAR):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.delenv(class_archive.SWITCH_VAR, raising=False)
     monkeypatch.setattr(class_archive, "archive_dir", lambda: tmp_path / "archives")
@@ -92,3 +93,21 @@ def test_the_jars_are_appended_while_the_jvm_is_launched(monkeypatch: pytest.Mon
             "/hadoop/*", *map(str, jars)
         ]
     assert os.environ[sessions.DIST_CLASSPATH_VAR] == "/hadoop/*"
+
+
+def test_a_spark_env_script_that_sets_the_variable_gets_the_jars_handed_over(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A "Hadoop free" Spark build's conf/spark-env.sh sets $SPARK_DIST_CLASSPATH, and
+    the launcher's scripts source it after zync set it: the jars go by spark.jars."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    _make_archive()
+    assert sessions.launcher_keeps_dist_classpath()
+    assert "spark.jars" not in sessions._builder_conf(SparkSettings(master="local[2]"))
+    (conf_dir / "spark-env.sh").write_text("export SPARK_DIST_CLASSPATH=$(hadoop classpath)\n")
+    assert not sessions.launcher_keeps_dist_classpath()
+    conf = sessions._builder_conf(SparkSettings(master="local[2]"))
+    assert conf["spark.jars"].split(",") == [str(jar) for jar in sessions.delta_jars()]
+    assert _archived(conf) == []
