@@ -237,8 +237,9 @@ def archive_classpath() -> list[Path]:
 
 
 def _builder_conf(settings: SparkSettings) -> dict[str, str]:
-    """The session's Spark configuration. Its jars are not in it: :func:`get_spark`
-    appends them to the driver JVM's class path (:func:`driver_classpath`)."""
+    """The session's Spark configuration. :func:`get_spark` appends the session's jars
+    to the driver JVM's class path (:func:`driver_classpath`); ``spark.jars`` hands them
+    to executors in JVMs of their own."""
     executor = [f"-Dlog4j2.configurationFile=file:{_log4j_config()}", *extra_options()]
     # the archive fits only its class path: none when a user's entries come before ours
     users = [settings.conf.get("spark.driver.extraClassPath")]

@@ -25,7 +25,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Once the tests are collected, the objects made so far (every imported module)
     leave the garbage collector's care, and it collects less often: a worker lives for
     the whole run and allocates much (consoles, Arrow tables). tests/console with two
-    workers: 49 and 52 → 44 and 45 CPU-s (bench/RESULTS.md, "The test suite")."""
+    workers: 52 and 49 → 44 and 46 CPU-s (bench/RESULTS.md, "The test suite")."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)
