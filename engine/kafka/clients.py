@@ -13,7 +13,6 @@ error raised within the timeout instead of a hang.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -24,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from engine.errors import ZyncError
-from engine.kafka.refusals import refusal, rejected_file
+from engine.kafka.refusals import refusal, rejected_file, without_repeat_count
 from engine.settings.errors import ConfigError
 from engine.settings.kafka import KafkaProfile
 
@@ -77,15 +76,9 @@ class ErrorLog:
         log.debug("librdkafka error: %s", error)
 
     def reason(self, fallback: KafkaError) -> str:
-        """The error's words, without librdkafka's count of the times it repeated
-        them (``, 1 identical error(s) suppressed``): how many connection attempts fit
-        in the wait says nothing to a user."""
+        """The error's words, without librdkafka's repeat count."""
         error = self.specific or self.last or fallback
-        return _SUPPRESSED.sub("", str(error.str()))
-
-
-#: librdkafka's note, inside a message's closing parenthesis, that it repeated it
-_SUPPRESSED = re.compile(r", \d+ identical error\(s\) suppressed(?=\))")
+        return without_repeat_count(str(error.str()))
 
 
 def client_config(

@@ -29,10 +29,17 @@ from engine.settings.kafka import KafkaProfile, SaslMechanism
 
 #: ``sasl_ssl://127.0.0.1:9093/bootstrap: `` (or ``127.0.0.1:9092/1: ``) before the reason
 _BROKER_PREFIX: Final = re.compile(r"^(?:\w+://)?[^\s/]+/[^\s:]+: ")
+#: librdkafka's note that it repeated a message, inside the message's closing parenthesis
+_REPEATS: Final = r", \d+ identical error\(s\) suppressed"
+_REPEAT_NOTE: Final = re.compile(_REPEATS + r"(?=\))")
 #: ``(after 317ms in state AUTH_REQ)`` (with ``, N identical error(s) suppressed``) after it
-_STATE_SUFFIX: Final = re.compile(
-    r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)\s*$"
-)
+_STATE_SUFFIX: Final = re.compile(r"\s*\(after \d+ms in state \w+(?:" + _REPEATS + r")?\)\s*$")
+
+
+def without_repeat_count(text: str) -> str:
+    """``text`` without librdkafka's count of the times it repeated it: how many
+    connection attempts fit in a wait says nothing to a user."""
+    return _REPEAT_NOTE.sub("", text)
 #: OpenSSL's prefix of a reason, e.g. ``error:0A000086:SSL routines::``
 _OPENSSL_CODE: Final = re.compile(r"error:[0-9A-Fa-f]+:[\w ]+ routines:[^:]*:")
 #: "broker's supported mechanisms: PLAIN,SCRAM-SHA-512" (empty: no SASL at that listener)
