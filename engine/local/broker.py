@@ -5,7 +5,8 @@ the ``kafka`` artifact set (:mod:`engine.jvm.artifacts`, fetched by ``zync setup
 Everything lives in one directory: ``broker.properties``, ``broker.log`` and the log
 dirs under ``kafka-data/`` (formatted once; a later start on the same directory keeps
 every topic). Kafka's own defaults hold (an auto-created topic has one partition), with
-the internal topics sized for one broker.
+the internal topics sized for one broker, and one exception: records are kept until
+deleted (no time retention; see :func:`server_properties`).
 
 Clients talk to the ``PLAINTEXT`` listener; :class:`BrokerOptions` adds listeners for
 ``SSL``, ``SASL_PLAINTEXT`` and ``SASL_SSL`` with their settings (the security tests use
@@ -112,6 +113,12 @@ def server_properties(
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
+        # Kafka deletes a segment once its newest record's *own* timestamp is older than
+        # the retention (a week by default), at a check every five minutes. Change events
+        # replayed with their source timestamps (the demo's are from 2024) went minutes
+        # after they were published, before from-kafka had read them all. A dev broker
+        # keeps them; a topic's own retention.ms still applies.
+        "log.retention.ms": "-1",
         # the controller appends a no-op record to the metadata log this often (Kafka's
         # default: every 500 ms), which only brokers of a larger cluster need: idle, the
         # broker took 1.5 CPU-s a minute with the default, 1.1 with this

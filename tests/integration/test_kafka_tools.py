@@ -254,6 +254,23 @@ def test_ls_and_info(stack) -> None:
     assert missing.stderr.startswith("error: topic 'no-such-topic-here' does not exist on Kafka at")
 
 
+def test_the_embedded_broker_keeps_records_of_any_age(broker) -> None:
+    """Kafka deletes a segment once its newest record's own timestamp is older than the
+    retention; replayed change events carry their source times (the demo's are from
+    2024). The broker zync starts has no time retention, and says so for every topic."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    topic = new_topic("old")
+    sent = Producer({"bootstrap.servers": broker.address})
+    sent.produce(topic, value=b"{}", timestamp=1714557600000)  # 2024-05-01
+    assert sent.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    config = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert config["retention.ms"].value == "-1"
+    assert config["retention.bytes"].value == "-1"
+
+
 # --------------------------------------------------------------------------- bad input
 
 
