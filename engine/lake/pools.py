@@ -46,6 +46,7 @@ from engine.lake.envelope import (
     with_seqno,
 )
 from engine.lake.location import Location, parse_location
+from engine.lake.txns import TxnVersions
 from engine.sparktypes import merge_type_json
 
 if TYPE_CHECKING:
@@ -252,6 +253,7 @@ class Pool:
         self.table = table
         self.guard = guard or CommitGuard(self.location)
         self.meta = _pool_meta(self.location, table)
+        self._txns = TxnVersions()
 
     def __repr__(self) -> str:
         return f"Pool({self.name!r}, kind={self.meta.kind}, version={self.version})"
@@ -294,7 +296,7 @@ class Pool:
 
     def app_version(self, app_id: str) -> int | None:
         """The version stored for a Delta txn app id in the loaded snapshot."""
-        return self.table.transaction_version(app_id)
+        return self._txns.get(self.table, app_id)
 
     def position(self, topic: str, partition: int) -> int | None:
         """The last offset of (topic, partition) this pool holds, or None."""
@@ -410,7 +412,7 @@ class Pool:
                 time.sleep(random.uniform(0, delay))
                 delay = min(delay * 2, 0.5)
                 continue
-            self.refresh()
+            self._txns.committed(planned_on, self.refresh(), txns)  # loads the new snapshot
             return AppendResult(
                 # the commit was made exactly on `planned_on`; the refreshed table may
                 # already show a later writer's commit too
@@ -475,7 +477,7 @@ class Pool:
             except delta.CommitConflict:
                 delta.remove_files(self.location, files)
                 raise
-        self.table.update_incremental()
+        self._txns.committed(expect_version, self.refresh(), txns)  # loads the new snapshot
         if self.version % CHECKPOINT_EVERY == 0:
             self.table.create_checkpoint()  # keeps loading and committing cheap
         return self.version

@@ -73,6 +73,34 @@ def test_append_is_exactly_once_and_assigns_seqnos(lake: Lake) -> None:
     assert offsets_in(pool.path) == [("t", 0, o) for o in range(15)]
 
 
+def test_positions_are_read_from_the_log_once_per_snapshot(lake: Lake) -> None:
+    """delta-rs reads every commit file since the last checkpoint for each txn asked (up
+    to CHECKPOINT_EVERY objects on S3): a pool asks once per snapshot and app, and after
+    its own commit knows the txns it wrote; another writer's commit is read again."""
+    pool = lake.create_pool("raw")
+    asked: list[str] = []
+
+    read = pool.table.transaction_version
+
+    def counting(app_id: str) -> int | None:
+        asked.append(app_id)
+        return read(app_id)
+
+    pool.table.transaction_version = counting  # type: ignore[method-assign]
+    for n in range(4):
+        pool.append_records(rows("t", 0, range(n * 10, n * 10 + 10)), {("t", 0): n * 10 + 9})
+        assert pool.position("t", 0) == n * 10 + 9
+        assert pool.last_seqno() == n * 10 + 9
+    assert len(asked) <= 3, asked  # the first snapshot's; the commits' own are known
+    other = lake.open_pool("raw")
+    other.append_records(rows("t", 1, range(5)), {("t", 1): 4})
+    asked.clear()
+    pool.refresh()
+    assert (pool.position("t", 1), pool.position("t", 0), pool.last_seqno()) == (4, 39, 44)
+    assert pool.position("t", 1) == 4
+    assert len(asked) == 3  # the other writer's snapshot: read, once per app
+
+
 def test_append_refuses_rows_beyond_positions_and_gaps(lake: Lake) -> None:
     pool = lake.create_pool("raw")
     pool.append_records(rows("t", 0, range(0, 10)), {("t", 0): 9})
