@@ -10,10 +10,12 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -414,15 +416,19 @@ def test_bad_json_records_when_consuming(stack) -> None:
 
 
 @pytest.fixture(scope="module")
-def stopped(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """Addresses where a broker and a registry ran and were stopped."""
-    from tests.stack import start_broker, start_registry
-
-    broker = start_broker(tmp_path_factory.mktemp("stopped-broker"))
-    registry = start_registry(tmp_path_factory.mktemp("stopped-registry"))
-    broker.stop()
-    registry.stop()
-    return broker.address, registry.url
+def stopped() -> Iterator[tuple[str, str]]:
+    """Addresses of a stopped broker and a stopped registry: ports of 127.0.0.1 that
+    refuse connections, as a stopped server's do. Each is held bound but not listening
+    for the module's life, so no other process can take it meanwhile."""
+    held = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(2)]
+    try:
+        for sock in held:
+            sock.bind(("127.0.0.1", 0))
+        broker, registry = (f"127.0.0.1:{sock.getsockname()[1]}" for sock in held)
+        yield broker, f"http://{registry}"
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def test_a_stopped_broker_is_one_line_within_the_timeout(stopped, registry) -> None:
