@@ -514,7 +514,7 @@ def run_steps(
     """Run ``steps`` on the lake: ``pass`` (one ETL pass with one warm runner) or
     ``append:FILE.jsonl`` (:func:`append_events` into the first input's raw pool).
     Returns each pass's result as JSON without its timing, which goes to ``timings``."""
-    from engine.etl import EtlRunner, load_config
+    from engine.api import EtlRunner, load_config
     from engine.lake.pools import Lake
 
     lake = Lake(lake_dir)

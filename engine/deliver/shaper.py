@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 
 from engine.deliver.errors import DeliveryError
 from engine.lake.envelope import POOL_SCHEMA
-from engine.spark import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,6 +54,10 @@ class Shaper:
     def _spark(self) -> SparkSession:
         if self._spark_factory is not None:
             return self._spark_factory()
+        # deferred: engine.spark brings the JVM set-up's modules, which a to-kafka without
+        # a shaper (the usual one) never needs
+        from engine.spark import get_spark
+
         return get_spark()
 
     def types(self) -> tuple[DataType, DataType]:

@@ -16,33 +16,8 @@
   :class:`EtlRunner`; :mod:`engine.etl.inspect` — ``pending``, ``expired`` and
   ``explain``; :mod:`engine.etl.result` — what they return.
 
-Nothing here imports pyspark at import time.
+Nothing here imports pyspark at import time, and importing the package imports none of
+its modules: a command that needs one (``zync to-kafka`` reads a configuration's
+outputs) does not pay for the rest. The CLI and the console reach them through
+:mod:`engine.api`.
 """
-
-from engine.etl.config import EtlConfig, EtlConfigError
-from engine.etl.config_file import load_config, parse_config
-from engine.etl.result import ExpiredRecord, PassResult, PendingRecord
-from engine.etl.run import (
-    EtlError,
-    EtlRunner,
-    expired,
-    explain,
-    pending,
-    run_pass,
-)
-
-__all__ = [
-    "EtlConfig",
-    "EtlConfigError",
-    "EtlError",
-    "EtlRunner",
-    "ExpiredRecord",
-    "PassResult",
-    "PendingRecord",
-    "expired",
-    "explain",
-    "load_config",
-    "parse_config",
-    "pending",
-    "run_pass",
-]

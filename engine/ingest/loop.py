@@ -27,8 +27,6 @@ from engine.ingest.state import LoopState, NoteListener, PoolState
 from engine.ingest.write import Writer
 from engine.lake.maintenance import Upkeep
 from engine.lake.shaper import Shaper
-from engine.settings.spark import load_spark_settings
-from engine.spark import get_spark
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -237,6 +235,11 @@ class Ingest:
     def _get_spark(self) -> SparkSession:
         spark = self._spark
         if spark is None:
+            # deferred: engine.spark brings the JVM set-up's modules, which from-kafka
+            # without a shaper (the usual one) never needs
+            from engine.settings.spark import load_spark_settings
+            from engine.spark import get_spark
+
             spark = get_spark(load_spark_settings())
         elif callable(spark) and not hasattr(spark, "sql"):
             spark = spark()

@@ -117,7 +117,7 @@ def test_topic_snapshot_against_the_broker_and_a_raw_pool(broker, tmp_path: Path
 def test_output_rows_name_their_envelope_and_the_staged_topic_they_carry(tmp_path: Path) -> None:
     """The demo's two outputs: NewInvoices (jdbc) and InvoiceChanges (debezium, carrying
     NewInvoices' staged records): both show NewInvoices' last staged offset."""
-    from engine.etl import load_config
+    from engine.api import load_config
     from engine.etl.cursors import out_app
 
     config = load_config(Path(__file__).resolve().parents[2] / "demo" / "invoices" / "etl.yaml")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.etl import EtlRunner, load_config
+from engine.api import EtlRunner, load_config
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools, outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

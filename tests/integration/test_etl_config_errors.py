@@ -9,7 +9,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from engine.etl import EtlConfigError, EtlRunner, parse_config
+from engine.etl.config import EtlConfigError
+from engine.etl.config_file import parse_config
+from engine.etl.run import EtlRunner
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools
 from zync_tui.commands.etl import register
 

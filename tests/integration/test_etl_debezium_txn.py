@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from engine.etl import EtlRunner, parse_config
+from engine.etl.config_file import parse_config
+from engine.etl.run import EtlRunner
 from tests.integration.test_etl_support import append_events, make_pools, markers, outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

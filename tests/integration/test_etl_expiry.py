@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from engine.etl import EtlRunner, load_config
+from engine.api import EtlRunner, load_config
 from tests.integration.test_etl_support import append_events, make_pools, markers, outputs
 from zync_tui.commands.etl import register
 

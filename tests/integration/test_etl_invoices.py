@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from engine.etl import EtlRunner, load_config
+from engine.api import EtlRunner, load_config
 from tests.integration.test_etl_support import (
     DEMO,
     append_events,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from engine.etl import EtlRunner, load_config
+from engine.api import EtlRunner, load_config
 from engine.lake.pools import Lake
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools
 

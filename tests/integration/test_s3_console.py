@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import TabbedContent
 
-from engine.etl import EtlRunner, load_config
+from engine.api import EtlRunner, load_config
 from engine.lake.pools import Lake
 from tests.integration.test_demo import rows, status, until
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools

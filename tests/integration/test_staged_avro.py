@@ -28,8 +28,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
 
+from engine.api import EtlRunner, load_config
 from engine.deliver.encode import AvroPart, PartCodec
-from engine.etl import EtlRunner, load_config
 from engine.etl.envelopes import avro_bodies_sql, json_text_sql
 from engine.kafka.codecs.formats import Format
 from engine.kafka.typemap.from_spark import spark_writes_avro
