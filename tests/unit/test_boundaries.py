@@ -117,6 +117,22 @@ def test_the_public_surface_imports_no_user_interface_and_no_demo(tmp_path: Path
         assert out.stdout.strip() == "", f"{statement} imported: {out.stdout.strip()}"
 
 
+def test_the_kafka_loops_import_no_etl_pass_and_no_spark_set_up(tmp_path: Path) -> None:
+    """from-kafka and to-kafka without a shaper (the usual ones, started and restarted
+    often) import neither the ETL pass nor the Spark set-up; reading an ETL
+    configuration's outputs imports its model, not the pass."""
+    heavy = ("engine.spark", "engine.etl.run", "engine.etl.inspect", "pyspark")
+    for names in ("Ingest", "DeliveryOutput, deliver_outputs", "load_config, config_outputs"):
+        code = (
+            f"import sys\nfrom engine.api import {names}\n"
+            f"print(','.join(sorted(m for m in {heavy!r} if m in sys.modules)))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+        )
+        assert out.stdout.strip() == "", f"{names} imported: {out.stdout.strip()}"
+
+
 # ------------------------------------------------------------------------------- sizes
 
 
