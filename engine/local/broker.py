@@ -114,10 +114,10 @@ def server_properties(
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         # Kafka deletes a segment once its newest record's *own* timestamp is older than
-        # the retention (a week by default), at a check every five minutes. Change events
-        # replayed with their source timestamps (the demo's are from 2024) went minutes
-        # after they were published, before from-kafka had read them all. A dev broker
-        # keeps them; a topic's own retention.ms still applies.
+        # the retention (a week by default), at a check every five minutes: change events
+        # replayed with their source timestamps (the demo's are from 2024) would go
+        # minutes after being published, read or not. A dev broker keeps them; a topic's
+        # own retention.ms still applies.
         "log.retention.ms": "-1",
         # the controller appends a no-op record to the metadata log this often (Kafka's
         # default: every 500 ms), which only brokers of a larger cluster need: idle, the
