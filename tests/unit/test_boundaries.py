@@ -100,6 +100,18 @@ def test_importing_the_engine_creates_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "h").exists()
 
 
+def loaded_after(statement: str, modules: tuple[str, ...], cwd: Path) -> list[str]:
+    """Which of ``modules`` (a top-level package stands for its submodules too) a fresh
+    interpreter has loaded after running ``statement``."""
+    code = (
+        f"import sys\n{statement}\n"
+        f"wanted = {modules!r}\n"
+        "print(','.join(sorted(m for m in sys.modules if m in wanted or m.split('.')[0] in wanted)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, check=True)
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
 def test_the_public_surface_imports_no_user_interface_and_no_demo(tmp_path: Path) -> None:
     """`import engine` and `import engine.api` (what the CLI, the console and the demo
     use), and every public name in use, load neither the demo, the console's libraries,
@@ -107,14 +119,7 @@ def test_the_public_surface_imports_no_user_interface_and_no_demo(tmp_path: Path
     forbidden = ("demo", "zync_tui", "textual", "typer", "rich", "fastapi", "pyspark")
     every_name = "import engine.api\nfor name in engine.api.__all__: getattr(engine.api, name)"
     for statement in ("import engine", "import engine.api", every_name):
-        code = (
-            f"import sys\n{statement}\n"
-            f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {forbidden!r})))\n"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
-        )
-        assert out.stdout.strip() == "", f"{statement} imported: {out.stdout.strip()}"
+        assert loaded_after(statement, forbidden, tmp_path) == [], statement
 
 
 def test_the_kafka_loops_import_no_etl_pass_and_no_spark_set_up(tmp_path: Path) -> None:
@@ -123,15 +128,7 @@ def test_the_kafka_loops_import_no_etl_pass_and_no_spark_set_up(tmp_path: Path) 
     configuration's outputs imports its model, not the pass."""
     heavy = ("engine.spark", "engine.etl.run", "engine.etl.inspect", "pyspark")
     for names in ("Ingest", "DeliveryOutput, deliver_outputs", "load_config, config_outputs"):
-        code = (
-            f"import sys\nfrom engine.api import {names}\n"
-            f"print(','.join(sorted(m for m in {heavy!r} if m in sys.modules)))\n"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
-        )
-        assert out.stdout.strip() == "", f"{names} imported: {out.stdout.strip()}"
-
+        assert loaded_after(f"from engine.api import {names}", heavy, tmp_path) == [], names
 
 # ------------------------------------------------------------------------------- sizes
 
