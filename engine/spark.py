@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
@@ -229,6 +230,24 @@ def driver_classpath(with_s3: bool) -> list[Path]:
     return [*delta_jars(), *(s3_jars() if with_s3 else [])]
 
 
+@dataclass(frozen=True)
+class SessionJars:
+    """The session's own jars (:func:`driver_classpath`) and how they reach the driver:
+    appended to its JVM's class path through ``$SPARK_DIST_CLASSPATH``
+    (``on_class_path``), else only over ``spark.jars``. Decided once per session start
+    (:func:`session_jars`), for its configuration and its launch alike."""
+
+    with_s3: bool
+    jars: tuple[Path, ...]
+    on_class_path: bool
+
+
+def session_jars() -> SessionJars:
+    """Where this process's session gets its jars from, as things stand now."""
+    with_s3 = wants_s3_jars()
+    return SessionJars(with_s3, tuple(driver_classpath(with_s3)), launcher_keeps_dist_classpath())
+
+
 def archive_classpath() -> list[Path]:
     """The class path the driver's archive is made on and valid for: Spark's own, then
     Delta's jars. A JVM may append to an archive's class path, so a session with the s3a
@@ -236,18 +255,18 @@ def archive_classpath() -> list[Path]:
     return [*spark_classpath(), *delta_jars()]
 
 
-def _builder_conf(settings: SparkSettings) -> dict[str, str]:
-    """The session's Spark configuration. :func:`get_spark` appends the session's jars
-    to the driver JVM's class path (:func:`driver_classpath`); ``spark.jars`` hands them
-    to executors in JVMs of their own."""
+def _builder_conf(settings: SparkSettings, jars: SessionJars | None = None) -> dict[str, str]:
+    """The session's Spark configuration, its jars going as ``jars`` says (default:
+    :func:`session_jars`). :func:`get_spark` appends them to the driver JVM's class path
+    when ``jars.on_class_path``; ``spark.jars`` hands them to executors in JVMs of their
+    own, and to the driver otherwise."""
+    jars = jars or session_jars()
     executor = [f"-Dlog4j2.configurationFile=file:{_log4j_config()}", *extra_options()]
     # the archive fits only its class path: none when a user's entries come before ours
     users = [settings.conf.get("spark.driver.extraClassPath")]
     users += [os.environ.get(var) for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", DIST_CLASSPATH_VAR)]
-    ours_last = launcher_keeps_dist_classpath()
-    archive = [] if any(users) or not ours_last else class_archive.use_options(
-        "spark", archive_classpath()
-    )
+    fits = jars.on_class_path and not any(users)
+    archive = class_archive.use_options("spark", archive_classpath()) if fits else []
     driver = [*executor, *archive]
     s3: dict[str, str] = {}
     if _object_storage is not None:
@@ -255,9 +274,9 @@ def _builder_conf(settings: SparkSettings) -> dict[str, str]:
     # Executors in the driver's JVM (local[N]) find the jars on its class path; executors
     # elsewhere fetch them from the driver. spark.jars in local[N] would have the driver
     # copy every jar into a scratch directory at each start (~700 MB with the AWS SDK).
-    in_driver = executors_in_driver(settings.master) and ours_last
-    jars = [] if in_driver else driver_classpath(wants_s3_jars())
-    distributed = {"spark.jars": ",".join(str(jar) for jar in jars)} if jars else {}
+    in_driver = executors_in_driver(settings.master) and jars.on_class_path
+    handed = [] if in_driver else jars.jars
+    distributed = {"spark.jars": ",".join(str(jar) for jar in handed)} if handed else {}
     conf = {
         **DELTA_CONF,
         **s3,
@@ -305,7 +324,8 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
             settings = load_spark_settings()
         java = resolve_java()
         check_master(settings.master)
-        conf = _builder_conf(settings)
+        jars = session_jars()
+        conf = _builder_conf(settings, jars)
         os.environ["JAVA_HOME"] = str(java.home)
         # PySpark hands executors the interpreter named by $PYSPARK_PYTHON (the conf key
         # is only read by spark-submit), so both say the same
@@ -318,14 +338,12 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         builder = SparkSession.builder.appName(settings.app_name).master(settings.master)
         for key, value in conf.items():
             builder = builder.config(key, value)
-        with_s3 = wants_s3_jars()
-        appended = driver_classpath(with_s3) if launcher_keeps_dist_classpath() else []
-        with _class_path_appended(appended):
+        with _class_path_appended(list(jars.jars) if jars.on_class_path else []):
             session = _with_stderr_to(spark_log_path(), builder.getOrCreate)
         _quiet_query_context_loggers()
         session.sparkContext.setLogLevel("ERROR")
         _session, _session_settings = session, settings
-        _session_has_s3 = with_s3
+        _session_has_s3 = jars.with_s3
         return session
 
 

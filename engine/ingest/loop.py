@@ -27,6 +27,7 @@ from engine.ingest.state import LoopState, NoteListener, PoolState
 from engine.ingest.write import Writer
 from engine.lake.maintenance import Upkeep
 from engine.lake.shaper import Shaper
+from engine.settings.spark import load_spark_settings
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -237,7 +238,6 @@ class Ingest:
         if spark is None:
             # deferred: engine.spark brings the JVM set-up's modules, which from-kafka
             # without a shaper (the usual one) never needs
-            from engine.settings.spark import load_spark_settings
             from engine.spark import get_spark
 
             spark = get_spark(load_spark_settings())

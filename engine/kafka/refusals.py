@@ -34,12 +34,6 @@ _REPEATS: Final = r", \d+ identical error\(s\) suppressed"
 _REPEAT_NOTE: Final = re.compile(_REPEATS + r"(?=\))")
 #: ``(after 317ms in state AUTH_REQ)`` (with ``, N identical error(s) suppressed``) after it
 _STATE_SUFFIX: Final = re.compile(r"\s*\(after \d+ms in state \w+(?:" + _REPEATS + r")?\)\s*$")
-
-
-def without_repeat_count(text: str) -> str:
-    """``text`` without librdkafka's count of the times it repeated it: how many
-    connection attempts fit in a wait says nothing to a user."""
-    return _REPEAT_NOTE.sub("", text)
 #: OpenSSL's prefix of a reason, e.g. ``error:0A000086:SSL routines::``
 _OPENSSL_CODE: Final = re.compile(r"error:[0-9A-Fa-f]+:[\w ]+ routines:[^:]*:")
 #: "broker's supported mechanisms: PLAIN,SCRAM-SHA-512" (empty: no SASL at that listener)
@@ -51,6 +45,12 @@ _FILE_KEYS: Final = {
     "ssl.ca.location": "tls_server_ca_cert_file",
 }
 _FILE_FAILED: Final = re.compile(r"(ssl\.[a-z.]+) failed: (.*)$")
+
+
+def without_repeat_count(text: str) -> str:
+    """``text`` without librdkafka's count of the times it repeated it: how many
+    connection attempts fit in a wait says nothing to a user."""
+    return _REPEAT_NOTE.sub("", text)
 
 
 def _reason_text(error: KafkaError) -> str:
