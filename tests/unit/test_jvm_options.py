@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from engine.jvm.java import JVM_OPTS_VAR, extra_options
+from engine.jvm.java import JVM_OPTS_VAR, extra_options, names_collector
 
 
 def test_options_are_split_as_a_shell_would(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,3 +35,18 @@ def test_the_broker_and_spark_get_them(monkeypatch: pytest.MonkeyPatch, tmp_path
         # then, for the driver only, its class archive when one was made
         assert all(o.startswith("-XX:SharedArchiveFile=") for o in options[3:])
     assert len(shlex.split(conf["spark.executor.extraJavaOptions"])) == 3
+
+
+def test_a_collector_chosen_there_replaces_the_brokers(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """A JVM given two collectors refuses to start ("Multiple garbage collectors selected")."""
+    from engine.local import broker
+
+    monkeypatch.setattr(broker.artifacts, "classpath", lambda name: [])
+    monkeypatch.setenv(JVM_OPTS_VAR, "-XX:TieredStopAtLevel=1")
+    argv = broker._java_argv("kafka.Kafka", "server.properties", log_dir=tmp_path)
+    assert [o for o in argv if names_collector([o])] == ["-XX:+UseG1GC"]
+    monkeypatch.setenv(JVM_OPTS_VAR, "-XX:+UseSerialGC")
+    argv = broker._java_argv("kafka.Kafka", "server.properties", log_dir=tmp_path)
+    assert [o for o in argv if names_collector([o])] == ["-XX:+UseSerialGC"]
+    assert "-XX:MaxGCPauseMillis=20" not in argv  # G1's, with it
+    assert not names_collector(["-XX:+UseStringDeduplication", "-XX:-UseGCOverheadLimit", "-Xss2m"])
