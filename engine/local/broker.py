@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from engine.jvm import artifacts, class_archive
-from engine.jvm.java import extra_options, names_collector, resolve_java
+from engine.jvm.java import chooses_collector, extra_options, resolve_java
 from engine.local.processes import (
     HOST,
     DevStackError,
@@ -42,7 +42,8 @@ DEFAULT_BROKER_PORT: Final = 9092
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _CONTROLLER: Final = "CONTROLLER"
 _HEAP: Final = ("-Xms256m", "-Xmx1g")
-#: The broker's collector, unless ``$ZYNC_JVM_OPTS`` chooses another
+#: The broker's collector, as Kafka's own scripts start it; one chosen in
+#: ``$ZYNC_JVM_OPTS`` is left out (for Spark's JVMs): a JVM refuses two
 _COLLECTOR: Final = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
 _FORMAT_TIMEOUT: Final = 120.0
 _DATA: Final = "kafka-data"
@@ -148,12 +149,11 @@ def _java_argv(
     jars = artifacts.classpath("kafka")
     classpath = ":".join(str(jar) for jar in jars)
     log4j = resources.files("engine.local").joinpath("broker-log4j2.properties")
-    extra = extra_options()
     return [
         str(resolve_java().binary),
         *_HEAP,
-        *([] if names_collector(extra) else _COLLECTOR),
-        *extra,
+        *_COLLECTOR,
+        *(option for option in extra_options() if not chooses_collector(option)),
         *(jvm_options or class_archive.use_options("kafka", jars)),
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
