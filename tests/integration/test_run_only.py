@@ -14,7 +14,6 @@ Topic names get a unique suffix: the broker is shared by the whole test session.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
 import re
@@ -41,13 +40,6 @@ DEMO = ROOT / "demo" / "invoices"
 TIMEOUT = 420.0
 OUTPUTS = 8  # the invoice scenario: 4 denormalized invoices + 4 status updates
 INPUTS = 12
-
-
-def _needs_only() -> None:
-    from zync_tui.commands import run
-
-    if "only" not in inspect.signature(run.run).parameters:
-        pytest.skip("`zync run` has no --only yet")
 
 
 def _config(tmp_path: Path, suffix: str) -> tuple[Path, dict[str, str]]:
@@ -164,7 +156,6 @@ def _staging(lake_root: Path) -> tuple[list[dict], list[dict]]:
 def test_loops_on_their_own_and_a_second_etl_or_to_kafka_is_harmless(
     broker, tmp_path: Path
 ) -> None:
-    _needs_only()
     from engine.kafka.clients import ensure_topic, producer
     from engine.settings.kafka import load_kafka_profile
 
