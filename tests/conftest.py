@@ -16,9 +16,9 @@ import pytest
 #: Every JVM the tests start (brokers, Spark drivers, executors, the cluster's daemons;
 #: subprocesses inherit it) compiles with C1 only: they live seconds to minutes on small
 #: data, and skipping C2 halves their CPU (bench/RESULTS.md, "The test suite"); C1 alone
-#: gets a smaller code cache by default, which Spark fills. Spark's JVMs collect with the serial
-#: collector, which spends less CPU than G1 on small heaps and two cores (same file); the
-#: brokers keep G1, as Kafka's scripts start them (engine/local/broker.py).
+#: gets a smaller code cache by default, which Spark fills. Spark's JVMs collect with the
+#: serial collector, which spends less CPU than G1 on small heaps and two cores (same
+#: file); the brokers keep G1, as Kafka's scripts start them (engine/local/broker.py).
 #: Set before any JVM starts; an explicit $ZYNC_JVM_OPTS wins.
 os.environ.setdefault(
     "ZYNC_JVM_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC"

@@ -26,7 +26,7 @@ SUPPORTED_JAVA = (17, 21)
 #: executors (e.g. ``-XX:TieredStopAtLevel=1``: C1 only, cheaper for short-lived JVMs).
 JVM_OPTS_VAR = "ZYNC_JVM_OPTS"
 #: An option choosing the garbage collector (``-XX:+UseSerialGC``, ``-XX:+UseZGC``, ...)
-_COLLECTOR = re.compile(r"-XX:\+Use\w+GC")
+_COLLECTOR_OPTION = re.compile(r"-XX:\+Use\w+GC")
 
 _INSTALL_HINT = (
     "install Java 17 or 21 (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
@@ -42,7 +42,7 @@ def extra_options() -> list[str]:
 def chooses_collector(option: str) -> bool:
     """True for an option choosing the garbage collector (``-XX:+UseSerialGC``, ...): a
     JVM given two refuses to start ("Multiple garbage collectors selected")."""
-    return _COLLECTOR.fullmatch(option) is not None
+    return _COLLECTOR_OPTION.fullmatch(option) is not None
 
 
 class JavaNotFoundError(ZyncError):
