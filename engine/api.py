@@ -84,9 +84,11 @@ if TYPE_CHECKING:
         last_checkpoint,
         vacuum,
     )
-    from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
+    from engine.lake.pool_errors import PoolError
+    from engine.lake.pools import RAW, STAGING, Lake, Pool
     from engine.lake.query import Catalog, query
     from engine.lake.shaper import Shaper
+    from engine.lake.topic_types import TopicTypes
     from engine.local.broker import make_class_archive as make_broker_class_archive
     from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
     from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT

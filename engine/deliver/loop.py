@@ -226,7 +226,7 @@ class Delivery:
         self._woken.clear()
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
-        from engine.lake.pools import PoolError  # deferred: deltalake
+        from engine.lake.pool_errors import PoolError  # deferred: deltalake
 
         announced = False
         while True:

@@ -17,8 +17,8 @@ from engine.ingest.dead_letters import DECODE_STAGE, Bad, refuse, with_dead_lett
 from engine.ingest.decode import Texts
 from engine.kafka.codecs.errors import DecodeError
 from engine.lake.envelope import KAFKA_TYPE, ROW_SCHEMA, record_rows
-from engine.lake.pools import TopicTypes
 from engine.lake.shaper import STAGE
+from engine.lake.topic_types import TopicTypes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

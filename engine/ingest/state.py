@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 from engine.errors import ZyncError
 from engine.ingest.stats import CommitRef, IngestStats, PartitionStats, PoolStats
-from engine.lake.pools import PoolError
+from engine.lake.pool_errors import PoolError
 
 if TYPE_CHECKING:
     from engine.ingest.group_mirror import Mirror
     from engine.lake.maintenance import Upkeep
-    from engine.lake.pools import Pool, TopicTypes
+    from engine.lake.pools import Pool
+    from engine.lake.topic_types import TopicTypes
 
 log = logging.getLogger("engine.from_kafka")
 

@@ -22,7 +22,7 @@ from engine.ingest.group_mirror import GroupMirror
 from engine.ingest.positions import tp_list
 from engine.ingest.state import describe
 from engine.ingest.stats import CommitInfo, CommitRef
-from engine.lake.pools import PoolError
+from engine.lake.pool_errors import PoolError
 
 if TYPE_CHECKING:
     from engine.ingest.gc_pause import GcPause

@@ -94,7 +94,7 @@ class EtlService(Service["PassResult"]):
     run_once = run_pass
 
     def _raw_versions(self) -> tuple[int, ...]:
-        from engine.lake.pools import PoolError  # deferred: deltalake
+        from engine.lake.pool_errors import PoolError  # deferred: deltalake
 
         versions = []
         for name in self.config.raw_pools:
