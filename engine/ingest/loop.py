@@ -160,7 +160,14 @@ class Ingest:
             if self._shaper is not None:
                 self._shaper.check_syntax(self._get_spark())
             positions = Positions(shared, grouped)
-            preparer = Preparer(shared, self.options, self._decoders, self._shaper, self._get_spark)
+            preparer = Preparer(
+                shared,
+                self.options,
+                self._decoders,
+                self._shaper,
+                self._get_spark,
+                prefetch=self._lookup.prefetch,
+            )
             registry = RegistryWait(shared, stop, preparer.prepare)
             writer = Writer(shared, positions, self.kafka, gc, on_commit)
             stages = Stages(shared, registry.prepare, writer.write)

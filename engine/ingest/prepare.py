@@ -54,12 +54,14 @@ class Preparer:
         decoders: Mapping[tuple[str, str], PartDecoder],
         shaper: Shaper | None,
         spark: Callable[[], SparkSession],
+        prefetch: Callable[[set[int]], None] | None = None,
     ) -> None:
         self._shared = shared
         self._options = options
         self._decoders = decoders
         self._shaper = shaper
         self._spark = spark
+        self._prefetch = prefetch
 
     def prepare(self, batch: Batch) -> Prepared:
         started = time.monotonic()
@@ -86,6 +88,10 @@ class Preparer:
         del messages, batch
         timings = {"extract": time.monotonic() - started}
 
+        if self._prefetch is not None and len(by_topic) > 1:
+            # a batch of many topics: their writer schemas fetched at once, not one
+            # request after the other as each topic's turn comes
+            self._prefetch(_schema_ids(by_topic, keys, values))
         key_text: Texts = [None] * n
         value_text: Texts = [None] * n
         bad: Bad = {}  # row -> (stage, error)
@@ -203,3 +209,20 @@ def batch_positions(
             strict=True,
         )
     }
+
+
+def _schema_ids(
+    by_topic: Mapping[str, Sequence[int]],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+) -> set[int]:
+    """The schema ids in the Confluent wire-format headers of each topic's first and
+    last key and value (a schema rarely changes within a topic's part of a batch; the
+    decoders look up any other)."""
+    ids = set()
+    for rows in by_topic.values():
+        for i in {rows[0], rows[-1]}:
+            for data in (keys[i], values[i]):
+                if data is not None and len(data) >= 5 and data[0] == 0:
+                    ids.add(int.from_bytes(data[1:5], "big"))
+    return ids
