@@ -47,8 +47,29 @@ class InputFormat(enum.StrEnum):
     json = "json"
 
 
+#: Topics a commit line names one by one; more are summed (a connector's hundreds).
+LAG_TOPICS = 5
+
+
 def _lag_text(lags: dict[str, int | None]) -> str:
-    return " ".join(f"{t}={lag:,}" if lag is not None else f"{t}=?" for t, lag in sorted(lags.items()))
+    """Each topic's lag, or for many topics the total and the topics that lag most."""
+
+    def one(topic: str, lag: int | None) -> str:
+        return f"{topic}={lag:,}" if lag is not None else f"{topic}=?"
+
+    if len(lags) <= LAG_TOPICS:
+        return " ".join(one(t, lag) for t, lag in sorted(lags.items()))
+    known = [lag for lag in lags.values() if lag is not None]
+    unknown = len(lags) - len(known)
+    behind = sorted(((lag, t) for t, lag in lags.items() if lag), reverse=True)
+    text = f"{sum(known):,} over {len(lags)} topics"
+    if unknown:
+        text += f" ({unknown} unknown)"
+    if behind:
+        shown = " ".join(one(t, lag) for lag, t in behind[:3])
+        more = f" +{len(behind) - 3} more" if len(behind) > 3 else ""
+        text += f": {shown}{more}"
+    return text
 
 
 class _Reporter:
