@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from engine.etl.expiry import format_age
     from engine.etl.result import ExpiredRecord, PassResult, PendingRecord, counts_line
     from engine.etl.run import EtlRunner, run_pass
+    from engine.etl.starter import StarterError, matching_topics, sample_topics, starter_config
+    from engine.etl.starter import dump as dump_starter_config
+    from engine.etl.starter import header as starter_header
     from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestInput, IngestOptions, load_inputs
     from engine.ingest.stats import CommitInfo, IngestStats
@@ -249,6 +252,13 @@ __all__ = [
     "format_age",
     "load_config",
     "run_pass",
+    # `zync init`: a starter configuration for every table a connector captures
+    "StarterError",
+    "dump_starter_config",
+    "matching_topics",
+    "sample_topics",
+    "starter_config",
+    "starter_header",
     # to-kafka: staging pools → Kafka topics
     "DeliveryEvent",
     "DeliveryStatus",

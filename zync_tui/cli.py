@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from zync_tui.commands import console, deliver, dev, etl, ingest, kafka, pool, query, run, setup
+from zync_tui.commands import (
+    console,
+    deliver,
+    dev,
+    etl,
+    ingest,
+    init,
+    kafka,
+    pool,
+    query,
+    run,
+    setup,
+)
 
 app = typer.Typer(
     name="zync",
@@ -15,7 +27,7 @@ app = typer.Typer(
         "`zync demo` shows the whole pipeline in the console."
     ),
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -26,6 +38,7 @@ pool.register(app)  # pool ...
 ingest.register(app)  # from-kafka
 query.register(app)  # query
 etl.register(app)  # etl, pending, expired
+init.register(app)  # init
 deliver.register(app)  # to-kafka
 run.register(app)  # run
 console.register(app)  # tui, demo
