@@ -29,6 +29,7 @@ from engine.deliver.rows import Batch, Rows
 from engine.deliver.shaper import Shaper, load_shaper
 from engine.deliver.status import DeliveryEvent, DeliveryStatus, StatusBoard
 from engine.errors import ZyncError
+from engine.heartbeat import Heartbeat
 from engine.kafka.codecs.formats import Format
 
 if TYPE_CHECKING:
@@ -146,6 +147,15 @@ class Delivery:
     def status(self) -> DeliveryStatus:
         return self._board.get()
 
+    @property
+    def heartbeat(self) -> Heartbeat:
+        """Beaten by the loop; its waits for Kafka and for work are deliberate."""
+        return self._board.heartbeat
+
+    @heartbeat.setter
+    def heartbeat(self, heartbeat: Heartbeat) -> None:
+        self._board.heartbeat = heartbeat
+
     def run(
         self,
         stop: threading.Event | None = None,
@@ -198,6 +208,7 @@ class Delivery:
         self._recover(envelope, read_back())
         board = self._board
         while not stop.is_set():
+            board.heartbeat.beat()
             version = pool.refresh()
             if version != self._read_version:
                 self._deliver_to(envelope, version, stop)
@@ -222,7 +233,8 @@ class Delivery:
     def _pause(self) -> None:
         """Until the next poll of the pool, or a :meth:`wake` (a commit of this
         process's ETL, or stop)."""
-        self._woken.wait(self.poll_interval)
+        with self._board.heartbeat.waiting("no new staging commits"):
+            self._woken.wait(self.poll_interval)
         self._woken.clear()
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
@@ -240,8 +252,9 @@ class Delivery:
                         "waiting", f"{self.topic}: waiting for pool {self.pool_name!r}"
                     )
                     announced = True
-                if stop.wait(1.0):
-                    return None
+                with self._board.heartbeat.waiting(f"waiting for pool {self.pool_name!r}"):
+                    if stop.wait(1.0):
+                        return None
                 continue
             if pool.kind != "staging":
                 raise DeliveryError(
@@ -347,6 +360,7 @@ class Delivery:
         self._board.set(
             delivered_offset=last if delivered is None else max(last, delivered),
             records_delivered=status.records_delivered + produced,
+            bytes_delivered=status.bytes_delivered + sum(map(len, filter(None, batch.values))),
             last_produce_time=time.time() if produced else status.last_produce_time,
             rate=len(rows) / elapsed,
             last_error=None,
