@@ -103,6 +103,19 @@ if TYPE_CHECKING:
         TopicSnapshot,
         TopicsReport,
     )
+    from engine.serve.auth import TOKEN_ENV as CONTROL_TOKEN_ENV
+    from engine.serve.auth import Guard, TokenError, load_token
+    from engine.serve.client import ApiClient, ApiError, is_socket_target
+    from engine.serve.documents import dead_letter_from, etl_from, pass_from, topics_from
+    from engine.serve.health import WEDGED_AFTER
+    from engine.serve.journal import Entry as JournalEntry
+    from engine.serve.journal import event_entry, json_line, record_entry
+    from engine.serve.process import DemoControls, ServedProcess
+    from engine.serve.server import ApiServer, ServeError, serve
+    from engine.serve.sockets import ListenError, TcpAddress, listening_sockets, parse_address
+    from engine.serve.sockets import run_dir as api_run_dir
+    from engine.serve.sockets import socket_path as api_socket_path
+    from engine.serve.status import SCHEMA as STATUS_SCHEMA
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService
     from engine.services.ingest import FromKafkaService
@@ -271,6 +284,35 @@ __all__ = [
     "ServiceState",
     "ServiceStatus",
     "ToKafkaService",
+    # the API every long-running process serves (engine/serve): probes, metrics, status, control
+    "ApiClient",
+    "ApiError",
+    "ApiServer",
+    "CONTROL_TOKEN_ENV",
+    "DemoControls",
+    "Guard",
+    "JournalEntry",
+    "ListenError",
+    "STATUS_SCHEMA",
+    "ServeError",
+    "ServedProcess",
+    "TcpAddress",
+    "TokenError",
+    "WEDGED_AFTER",
+    "api_run_dir",
+    "api_socket_path",
+    "dead_letter_from",
+    "etl_from",
+    "event_entry",
+    "is_socket_target",
+    "json_line",
+    "listening_sockets",
+    "load_token",
+    "parse_address",
+    "pass_from",
+    "record_entry",
+    "serve",
+    "topics_from",
     # observe: read-only snapshots for the console (topics and lag, ETL, dead letters)
     "DeadLetter",
     "EtlReport",

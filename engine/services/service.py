@@ -47,6 +47,8 @@ STARTING: Final = "starting"
 RUNNING: Final = "running"
 STOPPING: Final = "stopping"
 FAILED: Final = "failed"
+#: Every state, in a loop's life order.
+STATES: Final = (STOPPED, STARTING, RUNNING, STOPPING, FAILED)
 
 #: Seconds over which a service's rate is averaged.
 RATE_WINDOW = 10.0
