@@ -71,6 +71,11 @@ class Heartbeat:
         finally:
             self.end_wait(token)
 
+    def wait_on(self, event: threading.Event, seconds: float, why: str) -> bool:
+        """``event.wait(seconds)``, as a deliberate wait; whether the event is set."""
+        with self.waiting(why):
+            return event.wait(seconds)
+
     def begin_wait(self, why: str) -> int:
         """A deliberate wait begins (one that spans calls: an outage); end it with
         :meth:`end_wait` and the token returned."""
@@ -87,10 +92,13 @@ class Heartbeat:
 
     def pulse(self, name: str) -> Heartbeat:
         """A heartbeat of its own for one thread of the loop (until :meth:`start`)."""
-        child = Heartbeat(name, self._clock)
+        return self.adopt(Heartbeat(name, self._clock))
+
+    def adopt(self, child: Heartbeat) -> Heartbeat:
+        """Count ``child`` (a thread's heartbeat) as one of the loop's (until :meth:`start`)."""
         child.beat()
         with self._lock:
-            self._pulses[name] = child
+            self._pulses[child.name] = child
         return child
 
     def reading(self) -> HeartbeatReading:

@@ -147,15 +147,6 @@ class Delivery:
     def status(self) -> DeliveryStatus:
         return self._board.get()
 
-    @property
-    def heartbeat(self) -> Heartbeat:
-        """Beaten by the loop; its waits for Kafka and for work are deliberate."""
-        return self._board.heartbeat
-
-    @heartbeat.setter
-    def heartbeat(self, heartbeat: Heartbeat) -> None:
-        self._board.heartbeat = heartbeat
-
     def run(
         self,
         stop: threading.Event | None = None,
@@ -233,8 +224,7 @@ class Delivery:
     def _pause(self) -> None:
         """Until the next poll of the pool, or a :meth:`wake` (a commit of this
         process's ETL, or stop)."""
-        with self._board.heartbeat.waiting("no new staging commits"):
-            self._woken.wait(self.poll_interval)
+        self._woken.wait(self.poll_interval)
         self._woken.clear()
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
@@ -252,9 +242,8 @@ class Delivery:
                         "waiting", f"{self.topic}: waiting for pool {self.pool_name!r}"
                     )
                     announced = True
-                with self._board.heartbeat.waiting(f"waiting for pool {self.pool_name!r}"):
-                    if stop.wait(1.0):
-                        return None
+                if self._board.heartbeat.wait_on(stop, 1.0, f"waiting for pool {self.pool_name!r}"):
+                    return None
                 continue
             if pool.kind != "staging":
                 raise DeliveryError(
@@ -374,6 +363,11 @@ class Delivery:
             last_offset=last,
             version=version,
         )
+
+
+def heartbeat_of(delivery: Delivery) -> Heartbeat:
+    """A delivery's heartbeat: its loop beats it, its waits for Kafka are deliberate."""
+    return delivery._board.heartbeat
 
 
 def deliveries_of(

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import ZyncError
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Seconds a request may take before the process counts as not answering.
 TIMEOUT = 10.0
@@ -40,6 +41,9 @@ class ApiClient:
     def __init__(self, target: str, *, token: str | None = None, timeout: float = TIMEOUT) -> None:
         self.target = target
         self.token = token
+        # deferred: importing httpx brings its command line's terminal libraries (rich)
+        import httpx
+
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if is_socket_target(target):
             path = Path(target.removeprefix("unix:")).expanduser()
@@ -71,6 +75,8 @@ class ApiClient:
             )
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        import httpx  # loaded by __init__ already
+
         self.check_socket()
         try:
             response = self._client.request(method, path, **kwargs)

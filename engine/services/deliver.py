@@ -71,6 +71,8 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
         shaper: str | Path | None = None,
         spark: SparkSource = None,
         poll_interval: float | None = None,
+        batch_records: int | None = None,
+        wait_for_pool: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
         super().__init__(on_event=on_event)
@@ -88,6 +90,8 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
             spark_factory(spark) if shaper is not None else None
         )
         self.poll_interval = poll_interval  # None: the delivery's default
+        self.batch_records = batch_records  # None: the delivery's default
+        self.wait_for_pool = wait_for_pool  # False: a missing staging pool fails the loop
         self._deliveries: list[Delivery] = []
 
     def deliveries(self) -> list[Delivery]:
@@ -106,8 +110,14 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
 
     def _run(self, stop: threading.Event) -> None:
         # deferred: the delivery loop loads the codecs, confluent_kafka and deltalake
-        from engine.deliver.loop import POLL_INTERVAL, deliveries_of, run_deliveries
+        from engine.deliver.loop import (
+            POLL_INTERVAL,
+            deliveries_of,
+            heartbeat_of,
+            run_deliveries,
+        )
 
+        extra = {} if self.batch_records is None else {"batch_records": self.batch_records}
         self._deliveries = deliveries_of(
             self.lake,
             self.outputs,
@@ -121,10 +131,11 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
             shaper=self.shaper,
             spark=self._spark,
             poll_interval=POLL_INTERVAL if self.poll_interval is None else self.poll_interval,
-            wait_for_pool=True,
+            wait_for_pool=self.wait_for_pool,
+            **extra,
         )
         for delivery in self._deliveries:
-            delivery.heartbeat = self.heartbeat.pulse(delivery.topic)
+            self.heartbeat.adopt(heartbeat_of(delivery))
         self._running()
         run_deliveries(self._deliveries, stop, self._delivery_event, continuous=True)
 

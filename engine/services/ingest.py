@@ -72,8 +72,10 @@ class FromKafkaService(Service["IngestStats"]):
         spark: SparkSource = None,
         on_event: Callable[[ServiceEvent], None] | None = None,
         on_commit: Callable[[CommitInfo], None] | None = None,
+        wait_for_topics: bool = True,
     ) -> None:
         super().__init__(on_event=on_event)
+        self.wait_for_topics = wait_for_topics  # False: a missing topic fails the loop
         self.inputs = [IngestInput(topic, pool) for topic, pool in inputs]
         self.lake = lake
         self.kafka = kafka
@@ -90,7 +92,7 @@ class FromKafkaService(Service["IngestStats"]):
     def _run(self, stop: threading.Event) -> None:
         from engine.ingest.loop import Ingest  # deferred: confluent_kafka and deltalake
 
-        if not self._wait_for_topics(stop):
+        if self.wait_for_topics and not self._wait_for_topics(stop):
             return
         self.ingest = Ingest(
             self.inputs,
