@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from engine.etl.expiry import format_age
     from engine.etl.result import ExpiredRecord, PassResult, PendingRecord, counts_line
     from engine.etl.run import EtlRunner, run_pass
+    from engine.gotools.tools import GoToolError
+    from engine.gotools.tools import declared as go_tools
+    from engine.gotools.tools import install as install_go_tool
+    from engine.gotools.tools import installed as go_tool
+    from engine.gotools.tools import require as require_go_tool
     from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestInput, IngestOptions, load_inputs
     from engine.ingest.stats import CommitInfo, IngestStats
@@ -183,6 +188,12 @@ __all__ = [
     "jvm_artifact_sets",
     "jvm_cache_dir",
     "jvm_resolved",
+    # Go tools `zync setup` builds (engine/gotools/tools.toml: promtool)
+    "GoToolError",
+    "go_tool",
+    "go_tools",
+    "install_go_tool",
+    "require_go_tool",
     # class archives `zync setup` makes, so JVMs start faster (engine/jvm/class_archive.py)
     "ClassArchive",
     "ClassArchiveError",

@@ -74,7 +74,8 @@ class ApiClient:
                 "with that process's token instead"
             )
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def request(self, method: str, path: str, *, _raise: bool = True, **kwargs: Any) -> httpx.Response:
+        """The response; an :class:`ApiError` for a 4xx/5xx unless ``_raise`` is False."""
         import httpx  # loaded by __init__ already
 
         self.check_socket()
@@ -82,7 +83,7 @@ class ApiClient:
             response = self._client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ApiError(f"{self.where}: {type(exc).__name__}: {exc}".rstrip(": ")) from None
-        if response.status_code >= 400:
+        if response.status_code >= 400 and _raise:
             try:
                 message = response.json().get("message") or response.text
             except ValueError:

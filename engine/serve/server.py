@@ -5,7 +5,9 @@ too long or a port taken fails there, in one line, before any loop starts), then
 uvicorn on them in a daemon thread with limits for hostile clients: at most
 :data:`MAX_CONNECTIONS` connections and requests at once (more get 503), request heads of
 at most 16 KiB, idle keep-alive connections closed after 5 s, every request given 10 s to
-arrive (engine/serve/protocol.py). :meth:`ApiServer.stop` ends it and removes the socket.
+arrive (engine/serve/protocol.py); the process's limit of open files is raised so that
+connections cannot take the loops' descriptors. :meth:`ApiServer.stop` ends it and
+removes the socket.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -29,7 +32,10 @@ if TYPE_CHECKING:
     from engine.serve.process import ServedProcess
 
 #: Connections and requests served at once; more are answered 503 at once.
-MAX_CONNECTIONS = 512
+MAX_CONNECTIONS = 2048
+#: File descriptors the process asks for (its soft limit, raised up to the hard one), so
+#: that many connections do not run it out of them.
+WANTED_FILES = 8192
 #: Seconds an idle keep-alive connection stays open.
 KEEP_ALIVE = 5
 #: Seconds :func:`serve` waits for the server to listen.
@@ -81,6 +87,7 @@ def serve(
     guard: Guard | None = None,
 ) -> ApiServer:
     """Listen (Unix socket, TCP when given) and serve ``process``'s API from a thread."""
+    _more_files()
     sockets: list[socket.socket] = []
     bound: Path | None = None
     try:
@@ -142,6 +149,18 @@ def serve(
         why = server._failure or "it did not start in time"
         raise ServeError(f"the API could not start: {why}")
     return server
+
+
+def _more_files() -> None:
+    """Raise the soft limit of open files towards :data:`WANTED_FILES` (never above the
+    hard limit): a storm of connections must not leave the loops without descriptors."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = WANTED_FILES if hard == resource.RLIM_INFINITY else min(WANTED_FILES, hard)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (OSError, ValueError):
+        pass  # as it is, then
 
 
 def _when_started(server: uvicorn.Server, ready: threading.Event, loop: asyncio.AbstractEventLoop) -> None:
