@@ -97,9 +97,12 @@ class ApiClient:
     def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return self.request("POST", path, json=body).json()
 
-    def status(self, *sections: str) -> dict[str, Any]:
-        params = {"sections": ",".join(sections)} if sections else {}
-        return self.get("/v1/status", **params)  # type: ignore[no-any-return]
+    def status(self, *sections: str, timeout: float | None = None) -> dict[str, Any]:
+        """The status document (``sections``: all when none)."""
+        params = {"sections": ",".join(sections)} if sections else None
+        if timeout is None:
+            return self.request("GET", "/v1/status", params=params).json()  # type: ignore[no-any-return]
+        return self.request("GET", "/v1/status", params=params, timeout=timeout).json()  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._client.close()

@@ -53,6 +53,7 @@ class Entry:
     def to_json(self, pipeline: str | None = None) -> dict[str, Any]:
         data: dict[str, Any] = {
             "seq": self.seq,
+            "at": self.at,
             "time": datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds"),
             "level": self.level,
             "pipeline": pipeline,

@@ -74,6 +74,8 @@ class ServedProcess:
         demo: Callable[[], DemoControls | None] | None = None,
         wedged_after: float = WEDGED_AFTER,
         control_note: Callable[[], str | None] | None = None,
+        setup: Callable[[], Mapping[str, Any]] | None = None,
+        note: Callable[[], str | None] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.role = role
@@ -84,6 +86,10 @@ class ServedProcess:
         self.wedged_after = wedged_after
         #: why this process refuses control, if it does (a read-only console's engine)
         self.control_note = control_note or (lambda: None)
+        #: how the process's own set-up goes (the console's engine: state, notes, error)
+        self.setup = setup or (lambda: {"state": "done", "notes": [], "error": None})
+        #: why loops are missing, if they are (no configuration, no Kafka profile, ...)
+        self.note = note or (lambda: None)
         self.started_at = time.time()
         self.pid = os.getpid()
         self.host = socket.gethostname()

@@ -84,6 +84,8 @@ def process_json(process: ServedProcess) -> dict[str, Any]:
         "loops": list(process.loops()),
         "control": process.control_note() is None,
         "control_note": process.control_note(),
+        "note": process.note(),
+        "setup": dict(process.setup()),
         "wedged_after_seconds": process.wedged_after,
     }
 
