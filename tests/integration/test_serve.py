@@ -509,3 +509,48 @@ def test_the_broker_paused_makes_it_unready_not_dead(stack: Stack, broker: Any) 
 
     wait_for(ready, 90, "/readyz to be 200 again")
     assert value(ingest.metrics(), "zync_kafka_up", loop="from-kafka") == 1
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_console_attached_to_both_shows_one_pipeline_and_a_process_gone(
+    stack: Stack,
+) -> None:
+    """Last: it kills the to-kafka process."""
+    from tests.console.conftest import until
+    from zync_tui.console.app import make_app
+    from zync_tui.console.widgets.loops import LoopsPanel
+
+    app = make_app(
+        attach=[str(stack.ingest.socket), stack.deliver.url], interval=0.2, token=None
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        panel = app.screen_stack[0].query_one(LoopsPanel)
+
+        def states() -> dict[str, str]:
+            return {loop.name: loop.state for loop in panel.loops}
+
+        await until(pilot, lambda: app.ready, 60, "the console to attach")
+        assert app.title == "zync · served"
+        await until(
+            pilot, lambda: states() == dict.fromkeys(("from-kafka", "etl", "to-kafka"), "running"),
+            30, "the three loops running",
+        )  # fmt: skip
+        where = {loop.name: (loop.host, loop.pid) for loop in panel.loops}
+        assert where["etl"][1] == stack.ingest.popen.pid
+        assert where["to-kafka"][1] == stack.deliver.popen.pid
+        # the ingest process over its socket: control; the deliver one over TCP, no token
+        assert not app.backend.read_only
+        with pytest.raises(PermissionError, match="without a token"):
+            app.backend.stop_loop("to-kafka")
+        os.killpg(stack.deliver.popen.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        await until(pilot, lambda: states().get("to-kafka") == "unreachable", 5, "to-kafka unreachable")
+        print(f"\n[attach] to-kafka unreachable {time.monotonic() - killed:.1f}s after the kill")
+        gone = next(loop for loop in panel.loops if loop.name == "to-kafka")
+        assert "unreachable since" in (gone.error or "")
+        assert states()["etl"] == "running"
