@@ -13,6 +13,7 @@ the probes never queue behind a storm of scrapes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -106,6 +107,19 @@ async def _body(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
     return parsed
 
 
+def tagged(doc: dict[str, Any]) -> tuple[bytes, str]:
+    """The document as JSON and its entity tag: a digest of what it says, the times its
+    snapshots were taken aside — a reader that has it already gets a 304 and parses
+    nothing (the console polls every second; most seconds nothing changed)."""
+    body = json.dumps(doc, separators=(",", ":"), default=str).encode()
+    same = {
+        k: {kk: vv for kk, vv in v.items() if kk != "taken_at"} if isinstance(v, dict) else v
+        for k, v in doc.items()
+    }
+    digest = hashlib.blake2b(json.dumps(same, sort_keys=True, default=str).encode(), digest_size=12)
+    return body, f'"{digest.hexdigest()}"'
+
+
 def make_app(process: ServedProcess, guard: Guard, exposition: Exposition) -> FastAPI:
     app = FastAPI(title="zync", docs_url=None, redoc_url=None, openapi_url=None)
     probes = anyio.CapacityLimiter(2)
@@ -152,12 +166,15 @@ def make_app(process: ServedProcess, guard: Guard, exposition: Exposition) -> Fa
         return Response(exposition.render(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/status")
-    async def status(sections: str | None = None) -> Response:
+    async def status(request: Request, sections: str | None = None) -> Response:
         try:
             wanted = wanted_sections(sections)
         except ValueError as exc:
             return error(400, str(exc))
-        return JSONResponse(await run(reads, lambda: document(process, wanted)))
+        body, tag = await run(reads, lambda: tagged(document(process, wanted)))
+        if request.headers.get("if-none-match") == tag:
+            return Response(status_code=304, headers={"ETag": tag})
+        return Response(body, media_type="application/json", headers={"ETag": tag})
 
     def entries(found: tuple[list[Entry], int, int]) -> dict[str, Any]:
         items, cursor, dropped = found

@@ -59,6 +59,8 @@ class ApiClient:
         self._client = httpx.Client(
             base_url=base, transport=transport, headers=headers, timeout=timeout
         )
+        #: the last document per set of sections, with its entity tag (a 304 reuses it)
+        self._known: dict[tuple[str, ...], tuple[str, dict[str, Any]]] = {}
 
     def check_socket(self) -> None:
         """Refuse a socket that is missing or that another user owns."""
@@ -98,11 +100,21 @@ class ApiClient:
         return self.request("POST", path, json=body).json()
 
     def status(self, *sections: str, timeout: float | None = None) -> dict[str, Any]:
-        """The status document (``sections``: all when none)."""
+        """The status document (``sections``: all when none); one unchanged since the last
+        asked for is not sent again (its entity tag), and the one known is returned."""
         params = {"sections": ",".join(sections)} if sections else None
-        if timeout is None:
-            return self.request("GET", "/v1/status", params=params).json()  # type: ignore[no-any-return]
-        return self.request("GET", "/v1/status", params=params, timeout=timeout).json()  # type: ignore[no-any-return]
+        known = self._known.get(sections)
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        if known is not None:
+            extra["headers"] = {"If-None-Match": known[0]}
+        response = self.request("GET", "/v1/status", params=params, **extra)
+        if response.status_code == 304 and known is not None:
+            return known[1]
+        doc: dict[str, Any] = response.json()
+        tag = response.headers.get("etag")
+        if tag:
+            self._known[sections] = (tag, doc)
+        return doc
 
     def close(self) -> None:
         self._client.close()

@@ -86,6 +86,7 @@ class ZyncConsole(App[None]):
         self.interval = interval
         self.log_interval = log_interval
         self.ready = False
+        self._shown: dict[str, object] = {}  # the last snapshot of each kind shown
         self.polls = PollSchedule(
             self._run_poll,
             lambda delay, callback, name: self.set_timer(delay, callback, name=name),
@@ -215,6 +216,9 @@ class ZyncConsole(App[None]):
     @_quiet
     def on_topics_refreshed(self, message: m.TopicsRefreshed) -> None:
         report = message.report
+        if report is self._shown.get("topics"):
+            return  # the engine sent nothing new (engine/serve/client.py): nothing to redraw
+        self._shown["topics"] = report
         self._w(TopicsPanel).show(report)
         status = self._w(StatusBar)
         status.set_part("Kafka", "DOWN" if report.kafka_error else "ok")
@@ -233,6 +237,9 @@ class ZyncConsole(App[None]):
     @_quiet
     def on_etl_refreshed(self, message: m.EtlRefreshed) -> None:
         report = message.report
+        if report is self._shown.get("etl"):
+            return  # nothing new
+        self._shown["etl"] = report
         self._w(EtlPanel).show(report)
         self._w("#pending-panel", RecordsPanel).show(list(report.pending), report.error)
         self._w("#expired-panel", RecordsPanel).show(list(report.expired), report.error)

@@ -80,6 +80,7 @@ class ApiBackend:
         self.title = "zync demo" if demo else "zync"
         self._asked_read_only = read_only
         self._lock = threading.Lock()
+        self._memo: dict[str, tuple[Any, Any]] = {}
         self.endpoints = [self._endpoint(t, token) for t in targets]
         self.read_only, self.read_only_reason = self._read_only()
 
@@ -178,14 +179,25 @@ class ApiBackend:
                 return doc[section]
         raise ApiError("; ".join(errors) or f"no process serves its {section}")
 
+    def _made(self, kind: str, data: Any, make: Any) -> Any:
+        """``make(data)``, made again only when the process sent something new (an
+        unchanged document comes back as the same object: engine/serve/client.py)."""
+        known = self._memo.get(kind)
+        if known is not None and known[0] is data:
+            return known[1]
+        made = make(data)
+        self._memo[kind] = (data, made)
+        return made
+
     def topics(self) -> TopicsReport:
-        return topics_from(self._first("topics", "to-kafka"))
+        return self._made("topics", self._first("topics", "to-kafka"), topics_from)  # type: ignore[no-any-return]
 
     def etl(self) -> EtlReport:
-        return etl_from(self._first("etl", "etl"))
+        return self._made("etl", self._first("etl", "etl"), etl_from)  # type: ignore[no-any-return]
 
     def dead_letters(self) -> list[DeadLetter]:
-        return [dead_letter_from(d) for d in self._first("dead_letters", "from-kafka")]
+        data = self._first("dead_letters", "from-kafka")
+        return self._made("dead", data, lambda d: [dead_letter_from(x) for x in d])  # type: ignore[no-any-return]
 
     def loops(self) -> list[LoopView]:
         found: dict[str, LoopView] = {}
