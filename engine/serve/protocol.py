@@ -5,9 +5,12 @@ headers (``h11_max_incomplete_event_size``), but it has no deadline for receivin
 request: its keep-alive timer restarts at every byte, so a client that sends one byte a
 second (slowloris) holds a connection for ever (uvicorn issue #157). :class:`ApiProtocol`
 gives every request :data:`REQUEST_DEADLINE` seconds to arrive whole (headers and
-body), then closes the connection. It also tags each request with its peer — TCP, or the
-Unix socket and the peer's user id (engine/serve/auth.py decides on it) — and answers a
-malformed request with the API's JSON error instead of plain text.
+body), then closes the connection. One client address holds at most
+:data:`MAX_PER_PEER` connections at once: more are closed as they come, before anything
+is read — a storm from one client costs the process little, and the others (a probe, a
+scraper) still get in. It also tags each request with its peer — TCP, or the Unix socket
+and the peer's user id (engine/serve/auth.py decides on it) — and answers a malformed
+request with the API's JSON error instead of plain text.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ REQUEST_DEADLINE = 10.0
 MAX_HEAD = 16 * 1024
 #: The key of the peer in a request's ASGI scope: ``{"unix": bool, "uid": int | None}``.
 PEER = "zync.peer"
+#: Connections one TCP client address may hold at once.
+MAX_PER_PEER = 32
+
+#: Open connections per client address (the server's event loop thread only).
+_per_peer: dict[str, int] = {}
 
 _last_note = [0.0]
 
@@ -50,11 +58,20 @@ class ApiProtocol(H11Protocol):
     """uvicorn's h11 protocol with a request deadline, peer tagging and JSON 400s."""
 
     _deadline: asyncio.TimerHandle | None = None
+    _counted: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         sock = transport.get_extra_info("socket")
         unix = sock is not None and sock.family == socket.AF_UNIX
+        if not unix and self.client is not None:
+            address = self.client[0]
+            if _per_peer.get(address, 0) >= MAX_PER_PEER:
+                _note(f"API: {address} holds {MAX_PER_PEER} connections already: closed a new one")
+                transport.close()
+                return
+            _per_peer[address] = _per_peer.get(address, 0) + 1
+            self._counted = address
         peer = {"unix": unix, "uid": peer_uid(sock) if unix else None}
         inner = self.app
 
@@ -86,6 +103,13 @@ class ApiProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._counted is not None:
+            left = _per_peer.get(self._counted, 1) - 1
+            if left > 0:
+                _per_peer[self._counted] = left
+            else:
+                _per_peer.pop(self._counted, None)
+            self._counted = None
         super().connection_lost(exc)
 
     def _too_slow(self) -> None:

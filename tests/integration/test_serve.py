@@ -442,8 +442,10 @@ def test_a_hostile_client_neither_stalls_the_api_nor_the_loops(stack: Stack) -> 
     statuses = asyncio.run(_storm(ingest.port, 1000))
     storm = time.monotonic() - started
     served = sum(1 for s in statuses if s.startswith(b"HTTP/1.1 200"))
-    assert served + sum(1 for s in statuses if s.startswith(b"HTTP/1.1 503")) == 1000, statuses[:5]
-    assert served >= 500, f"{served} of 1000 scrapes served"
+    # one client holds at most 32 connections at once: the others are closed at once
+    refused = sum(1 for s in statuses if s == b"" or s.startswith((b"error", b"HTTP/1.1 503")))
+    assert served + refused == 1000, [s for s in statuses if s][:5]
+    assert served >= 16, f"{served} of 1000 scrapes served"
     # meanwhile and after: the probe answers at once, the loops commit
     with ingest.tcp() as client:
         began = time.monotonic()
@@ -457,7 +459,7 @@ def test_a_hostile_client_neither_stalls_the_api_nor_the_loops(stack: Stack) -> 
     assert cut_off[0] < 20, cut_off
     slow.close()
     garbage.close()
-    print(f"\n[hostile] 1000 concurrent scrapes in {storm:.2f}s: {served} served")
+    print(f"\n[hostile] 1000 concurrent scrapes in {storm:.2f}s: {served} served, the rest refused")
 
 
 def test_json_log_lines_each_carry_their_loop(stack: Stack) -> None:
