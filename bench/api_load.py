@@ -43,9 +43,14 @@ class Scraper(threading.Thread):
             self.times.append(time.perf_counter() - started)
 
 
+#: The hostile client's own address (loopback too): another client than the scraper's.
+HOSTILE_FROM = ("127.0.0.2", 0)
+
+
 class Hostile(threading.Thread):
-    """A hostile client of ``127.0.0.1:port``: rounds of ``storm`` concurrent scrapes,
-    malformed requests and a slowloris connection, until stopped."""
+    """A hostile client of ``127.0.0.1:port``, from 127.0.0.2 (another client than the
+    scraper and the probes): rounds of ``storm`` concurrent scrapes, malformed requests
+    and a slowloris connection, until stopped."""
 
     def __init__(self, port: int, token: str | None = None, storm: int = 1000, pause: float = 1.0) -> None:
         super().__init__(daemon=True, name="bench-hostile")
@@ -62,7 +67,7 @@ class Hostile(threading.Thread):
         while not self.stop.is_set():
             if slow is None:
                 with contextlib.suppress(OSError):
-                    slow = socket.create_connection(("127.0.0.1", self.port))
+                    slow = socket.create_connection(("127.0.0.1", self.port), source_address=HOSTILE_FROM)
                     slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
             elif not self._drip(slow):
                 slow = None
@@ -83,7 +88,9 @@ class Hostile(threading.Thread):
 
     def _malformed(self) -> None:
         for junk in (b"\x16\x03\x01 not http\r\n\r\n", b"GET /" + b"a" * 40_000 + b" HTTP/1.1\r\n\r\n"):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)) as s:
+            with contextlib.suppress(OSError), socket.create_connection(
+                ("127.0.0.1", self.port), source_address=HOSTILE_FROM
+            ) as s:
                 s.sendall(junk)
                 s.settimeout(5)
                 s.recv(100)
@@ -94,7 +101,9 @@ class Hostile(threading.Thread):
 
         async def one() -> int:
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", self.port, local_addr=HOSTILE_FROM
+                )
                 writer.write(request)
                 await writer.drain()
                 status = await asyncio.wait_for(reader.readline(), 60)
