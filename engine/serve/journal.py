@@ -89,8 +89,11 @@ def record_entry(record: logging.LogRecord, seq: int = 0) -> Entry:
 
 
 def json_line(entry: Entry, pipeline: str | None) -> str:
-    """One line of ``--log-format json``."""
-    return json.dumps(entry.to_json(pipeline), default=str, separators=(",", ":"))
+    """One line of ``--log-format json`` (a journal's numbering and the Unix time left
+    out: ``time`` says when)."""
+    data = entry.to_json(pipeline)
+    del data["seq"], data["at"]
+    return json.dumps(data, default=str, separators=(",", ":"))
 
 
 class Journal:
