@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     from engine.etl.starter import StarterError, matching_topics, sample_topics, starter_config
     from engine.etl.starter import dump as dump_starter_config
     from engine.etl.starter import header as starter_header
+    from engine.gotools.tools import GoToolError
+    from engine.gotools.tools import declared as go_tools
+    from engine.gotools.tools import install as install_go_tool
+    from engine.gotools.tools import installed as go_tool
+    from engine.gotools.tools import require as require_go_tool
     from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestInput, IngestOptions, load_inputs
     from engine.ingest.stats import CommitInfo, IngestStats
@@ -108,6 +113,19 @@ if TYPE_CHECKING:
         TopicSnapshot,
         TopicsReport,
     )
+    from engine.serve.auth import TOKEN_ENV as CONTROL_TOKEN_ENV
+    from engine.serve.auth import Guard, TokenError, load_token
+    from engine.serve.client import ApiClient, ApiError, is_socket_target
+    from engine.serve.documents import dead_letter_from, etl_from, pass_from, topics_from
+    from engine.serve.health import WEDGED_AFTER
+    from engine.serve.journal import Entry as JournalEntry
+    from engine.serve.journal import event_entry, json_line, record_entry
+    from engine.serve.process import DemoControls, ServedProcess
+    from engine.serve.server import ApiServer, ServeError, serve
+    from engine.serve.sockets import ListenError, TcpAddress, listening_sockets, parse_address
+    from engine.serve.sockets import run_dir as api_run_dir
+    from engine.serve.sockets import socket_path as api_socket_path
+    from engine.serve.status import SCHEMA as STATUS_SCHEMA
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService
     from engine.services.ingest import FromKafkaService
@@ -175,6 +193,12 @@ __all__ = [
     "jvm_artifact_sets",
     "jvm_cache_dir",
     "jvm_resolved",
+    # Go tools `zync setup` builds (engine/gotools/tools.toml: promtool)
+    "GoToolError",
+    "go_tool",
+    "go_tools",
+    "install_go_tool",
+    "require_go_tool",
     # class archives `zync setup` makes, so JVMs start faster (engine/jvm/class_archive.py)
     "ClassArchive",
     "ClassArchiveError",
@@ -283,6 +307,35 @@ __all__ = [
     "ServiceState",
     "ServiceStatus",
     "ToKafkaService",
+    # the API every long-running process serves (engine/serve): probes, metrics, status, control
+    "ApiClient",
+    "ApiError",
+    "ApiServer",
+    "CONTROL_TOKEN_ENV",
+    "DemoControls",
+    "Guard",
+    "JournalEntry",
+    "ListenError",
+    "STATUS_SCHEMA",
+    "ServeError",
+    "ServedProcess",
+    "TcpAddress",
+    "TokenError",
+    "WEDGED_AFTER",
+    "api_run_dir",
+    "api_socket_path",
+    "dead_letter_from",
+    "etl_from",
+    "event_entry",
+    "is_socket_target",
+    "json_line",
+    "listening_sockets",
+    "load_token",
+    "parse_address",
+    "pass_from",
+    "record_entry",
+    "serve",
+    "topics_from",
     # observe: read-only snapshots for the console (topics and lag, ETL, dead letters)
     "DeadLetter",
     "EtlReport",

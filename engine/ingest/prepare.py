@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
@@ -42,6 +42,10 @@ class Prepared:
     started: float
     timings: dict[str, float]
     generation: int = 0
+    #: per topic: the batch's records and their values' bytes; dead letters per stage
+    topic_records: dict[str, int] = field(default_factory=dict)
+    topic_bytes: dict[str, int] = field(default_factory=dict)
+    dead_stages: dict[str, int] = field(default_factory=dict)
 
 
 class Preparer:
@@ -80,6 +84,11 @@ class Preparer:
             for i, t in enumerate(topic_of):
                 groups.setdefault(t, []).append(i)
             by_topic = groups
+        # len(message) is its value's size (what --max-bytes counts)
+        if len(by_topic) == 1:
+            topic_bytes = {next(iter(by_topic)): sum(map(len, messages))}
+        else:
+            topic_bytes = {t: sum(len(messages[i]) for i in rows) for t, rows in by_topic.items()}
         partitions = cast("list[int]", [m.partition() for m in messages])
         offsets = cast("list[int]", [m.offset() for m in messages])
         millis = [m.timestamp()[1] for m in messages]  # -1: the broker gave none
@@ -149,9 +158,15 @@ class Preparer:
 
         positions = batch_positions(topics, part_arr, off_arr)
         timings["build"] = time.monotonic() - started - sum(timings.values())
+        stages: dict[str, int] = {}
+        for stage, _error in bad.values():
+            stages[stage] = stages.get(stage, 0) + 1
         return Prepared(
-            batch_pool, rows_table, positions, wanted, len(bad), started, timings, generation
-        )
+            batch_pool, rows_table, positions, wanted, len(bad), started, timings, generation,
+            topic_records={t: len(rows) for t, rows in by_topic.items()},
+            topic_bytes=topic_bytes,
+            dead_stages=stages,
+        )  # fmt: skip
 
     def _shape(
         self,

@@ -1,4 +1,5 @@
-"""Loops: from-kafka, ETL and to-kafka — state, last commit, rate, last error."""
+"""Loops: from-kafka, ETL and to-kafka — state, where each runs, last commit, rate, last
+error."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from zync_tui.console.widgets.tables import LiveTable
 COLUMNS = [
     ("loop", "loop"),
     ("state", "state"),
+    ("where", "where"),
     ("version", "commit"),
     ("at", "at (UTC)"),
     ("records", "records"),
@@ -27,6 +29,7 @@ class LoopsPanel(Vertical):
         super().__init__(id=id)
         self.loops: list[LoopView] = []
         self.read_only = False
+        self.read_only_reason: str | None = None
 
     def compose(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="loops-table")
@@ -40,12 +43,14 @@ class LoopsPanel(Vertical):
     def _keys_hint(self) -> None:
         hint = self.query_one("#loops-keys", Static)
         if self.read_only:
-            hint.update("read-only: starting, stopping and ETL passes are disabled")
+            why = f" ({self.read_only_reason})" if self.read_only_reason else ""
+            hint.update(f"read-only{why}: starting, stopping and ETL passes are disabled")
         else:
             hint.update("f e t: start/stop a loop · a: all on · x: all off · p: ETL pass now")
 
-    def set_read_only(self, read_only: bool) -> None:
+    def set_read_only(self, read_only: bool, reason: str | None = None) -> None:
         self.read_only = read_only
+        self.read_only_reason = reason
         if self.is_mounted:
             self._keys_hint()
 
@@ -56,7 +61,8 @@ class LoopsPanel(Vertical):
             key = "" if self.read_only else f"[{KEYS.get(loop.name, '?')}] "
             cells = (
                 key + LOOP_TITLES.get(loop.name, loop.name),
-                loop.state.upper() if loop.state == "failed" else loop.state,
+                loop.state.upper() if loop.state in ("failed", "unreachable") else loop.state,
+                _where(loop, 12),
                 "-" if loop.version is None else f"v{loop.version}",
                 fmt.clock(loop.committed_at),
                 fmt.num(loop.records),
@@ -75,6 +81,8 @@ class LoopsPanel(Vertical):
             detail.update("")
             return
         text = f"{LOOP_TITLES.get(loop.name, loop.name)} is {loop.state}"
+        if loop.host is not None:
+            text += f" on {loop.host}, pid {loop.pid}"
         if loop.version is not None:
             text += f"; last commit v{loop.version} at {fmt.clock(loop.committed_at)} ({fmt.num(loop.records)} records)"
         if loop.error:
@@ -86,3 +94,11 @@ class LoopsPanel(Vertical):
 
     def on_data_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         self.show_detail()
+
+
+def _where(loop: LoopView, width: int) -> str:
+    """``host:pid``, cut to ``width`` from the host's end (the pid always shows)."""
+    if loop.host is None:
+        return "-"
+    pid = f":{loop.pid}"
+    return fmt.short(loop.host, max(1, width - len(pid))) + pid
