@@ -159,6 +159,7 @@ def first_output(stack: Stack, config: Path, work: Path, outputs: list[str], exp
         }
     )
     consumer.subscribe([f"^{outputs[0].rsplit('.', 1)[0]}\\..*"])
+    (work / "run-lake").mkdir(exist_ok=True)
     argv = [str(Path(sys.executable).with_name("zync")), "run", str(config), "--lake", str(work / "run-lake")]
     err = (work / "run.err").open("wb")
     started = time.monotonic()
@@ -178,8 +179,15 @@ def first_output(stack: Stack, config: Path, work: Path, outputs: list[str], exp
         return float(first or 0.0), time.monotonic() - started
     finally:
         proc.terminate()
-        proc.wait(120)
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+            print("zync run did not stop within 120 s of SIGTERM", flush=True)
         consumer.close()
+        err.close()
+        print(f"zync run's last lines:\n{(work / 'run.err').read_text()[-3000:]}", flush=True)
 
 
 def main() -> None:

@@ -195,8 +195,13 @@ def _evaluate(
     with quiet_spark_errors():
         try:
             cand = query.name("cand")
-            cand_sql = read.candidates_sql(fresh_view, done_view, small=True)
-            assigned_sql = f"WITH {cand} AS ({cand_sql})\n{assign_sql(config, cand, types)}"
+            if warm is None:
+                cand_sql = read.candidates_sql(fresh_view, done_view, small=True)
+                assigned_sql = f"WITH {cand} AS ({cand_sql})\n{assign_sql(config, cand, types)}"
+            else:  # the candidates made on the driver: one local relation (candidates_arrow)
+                spark.createDataFrame(read.candidates_arrow(warm.rows, done)).createOrReplaceTempView(cand)
+                views.append(cand)
+                assigned_sql = assign_sql(config, cand, types)
             # The rules read the assigned candidates at a dozen places of the statement
             # (each rule's sides, fates and outputs), so they are a view, not a CTE that
             # Spark would analyse and optimise again at each place. Cold, the view is kept
