@@ -193,7 +193,7 @@ __all__ = [
     "jvm_artifact_sets",
     "jvm_cache_dir",
     "jvm_resolved",
-    # Go tools `zync setup` builds (engine/gotools/tools.toml: promtool)
+    # Go tools `zync setup` builds (engine/gotools/tools.toml: promtool, helm)
     "GoToolError",
     "go_tool",
     "go_tools",

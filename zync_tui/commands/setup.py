@@ -31,7 +31,7 @@ def setup(
     ] = None,
 ) -> None:
     """Fetch the JVM artifacts (delta-spark, Apache Kafka, Spark's Kafka source) once, build
-    the Go tools (promtool), and make the class archives that let Spark and the broker
+    the Go tools (promtool, helm), and make the class archives that let Spark and the broker
     start in about half the time.
 
     The list is declared in engine/jvm/artifacts.toml; everything lands in zync's cache
