@@ -405,3 +405,38 @@ def test_the_cli_writes_the_chart_and_prints_its_values(tmp_path: Path) -> None:
     taken = zync("build", str(CONFIG), "-o", str(other))
     assert taken.returncode == 1
     assert "not a chart `zync build` wrote" in taken.stderr
+
+
+def test_the_image_is_built_by_the_readmes_script_and_fits_the_chart(helm: Path, chart: Path, tmp_path: Path) -> None:
+    """deploy/image/Containerfile: Java 17, non-root, built by scripts/venv.sh (the script
+    the README's commands and the test command run) from the runtime part of the lock at
+    the lock's versions; the paths the chart's pods use are the image's."""
+    from tests.pods import CONTAINERFILE
+
+    text = CONTAINERFILE.read_text().replace("\\\n", " ")
+    assert "openjdk-17-jre-headless" in text
+    run = next(line for line in text.splitlines() if "scripts/venv.sh" in line and not line.startswith("#"))
+    assert run.startswith("RUN ")
+    assert "ZYNC_LOCK=requirements-runtime.lock" in run
+    assert "ZYNC_SETUP_ARGS=\"--with s3\"" in run  # the s3a jars baked in: pods start offline
+    user = re.search(r"^USER (\d+):(\d+)$", text, re.M)
+    assert user is not None
+    assert int(user[1]) != 0
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(line[4:] for line in text.splitlines() if line.startswith("ENV "))))
+    assert env["PATH"].startswith("/opt/zync/.venv/bin:")  # `zync`, the pods' command
+    assert "install -m 0755 deploy/image/spark-executor.sh /usr/local/bin/zync-spark-executor" in run
+
+    def pins(path: Path) -> dict[str, str]:
+        return dict(re.findall(r"^([a-z0-9_.-]+)==(\S+)", path.read_text(), re.M))
+
+    full, runtime = pins(ROOT / "requirements.lock"), pins(ROOT / "requirements-runtime.lock")
+    assert {k: full.get(k) for k in runtime} == runtime  # what the tests ran, no more
+    assert "pytest" not in runtime
+    assert "pyspark" in runtime
+    docs = render(helm, chart, _values(tmp_path, "image", {}))
+    for dep in _named(docs, "Deployment").values():
+        container = _container(dep)
+        env_of = {e["name"]: e.get("value") for e in container["env"]}
+        assert env_of["ZYNC_HOME"] == env["ZYNC_HOME"] == env["HOME"]  # the pods' emptyDir
+        assert dep["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(user[1])
+    assert subprocess.run(["bash", "-n", str(ROOT / "deploy" / "image" / "spark-executor.sh")], check=False).returncode == 0
