@@ -440,3 +440,19 @@ def test_the_image_is_built_by_the_readmes_script_and_fits_the_chart(helm: Path,
         assert env_of["ZYNC_HOME"] == env["ZYNC_HOME"] == env["HOME"]  # the pods' emptyDir
         assert dep["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(user[1])
     assert subprocess.run(["bash", "-n", str(ROOT / "deploy" / "image" / "spark-executor.sh")], check=False).returncode == 0
+
+
+def test_zync_run_delivers_only_the_outputs_it_is_given(tmp_path: Path) -> None:
+    """`zync run --only to-kafka --output TOPIC` (a to-kafka group's pod): that output only;
+    a topic that is not an output of the configuration is refused in one line."""
+    from engine.lake.pools import Lake
+    from engine.services.pipeline import Pipeline
+    from engine.services.service import ServiceError
+    from engine.settings.kafka import KafkaProfile
+
+    kafka = KafkaProfile(bootstrap_servers="kafka.invalid:9092")
+    lake = Lake(tmp_path / "lake")
+    pipeline = Pipeline(CONFIG, lake, kafka=kafka, outputs=["InvoiceChanges"])
+    assert [o.topic for o in pipeline.to_kafka.outputs] == ["InvoiceChanges"]
+    with pytest.raises(ServiceError, match=r"^output 'Bogus' is not an output of .*etl\.yaml \(outputs: NewInvoices, InvoiceChanges\)$"):
+        Pipeline(CONFIG, lake, kafka=kafka, outputs=["Bogus"])
