@@ -31,7 +31,7 @@ from tests.integration.test_to_kafka import profiles, read_topic
 from tests.pods import Pod, pods
 from tests.s3 import ACCESS_KEY, REGION, SECRET_KEY
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow(seconds=180)]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow(seconds=100)]
 
 OUTPUTS = 8
 INPUTS = 12
