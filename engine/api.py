@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine import __version__
+    from engine.chart.build import ChartPlan, plan_chart, write_chart
+    from engine.chart.values import ChartError
     from engine.deliver.loop import Output as DeliveryOutput
     from engine.deliver.loop import config_outputs, deliver_outputs
     from engine.deliver.status import DeliveryEvent, DeliveryStatus
@@ -193,7 +195,7 @@ __all__ = [
     "jvm_artifact_sets",
     "jvm_cache_dir",
     "jvm_resolved",
-    # Go tools `zync setup` builds (engine/gotools/tools.toml: promtool)
+    # Go tools `zync setup` builds (engine/gotools/tools.toml: promtool, helm)
     "GoToolError",
     "go_tool",
     "go_tools",
@@ -336,6 +338,11 @@ __all__ = [
     "record_entry",
     "serve",
     "topics_from",
+    # `zync build`: the pipeline as a Helm chart (engine/chart)
+    "ChartError",
+    "ChartPlan",
+    "plan_chart",
+    "write_chart",
     # observe: read-only snapshots for the console (topics and lag, ETL, dead letters)
     "DeadLetter",
     "EtlReport",

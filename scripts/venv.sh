@@ -13,6 +13,12 @@
 #      Spark's Kafka source, ...) are resolved into zync's cache by `zync setup`
 #      (Maven when installed, else Ivy), which also makes the class archives of Spark's
 #      driver and the broker (about a minute, once per .venv); afterwards zync runs offline.
+# The container image (deploy/image/Containerfile) is built by this same script, with:
+#   ZYNC_LOCK=requirements-runtime.lock  the runtime packages only (default: requirements.lock,
+#                                        runtime + tests), at the same versions;
+#   ZYNC_SETUP_ARGS="--with s3"          more arguments to `zync setup` (the S3 jars);
+#   ZYNC_COMPILE=all                     every installed package compiled to bytecode now
+#                                        (a read-only root file system can write none later).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -24,16 +30,23 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.zync-installed"
 # (the trailing word changes when this script installs differently)
-want="$( (cat "$root/requirements.lock" "$root/pyproject.toml"; echo bytecode-on-import) | sha256sum | cut -d' ' -f1)"
+lock="$root/${ZYNC_LOCK:-requirements.lock}"
+want="$( (cat "$lock" "$root/pyproject.toml"; echo bytecode-on-import) | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "zync: installing the locked dependencies into $venv" >&2
-  VIRTUAL_ENV="$venv" "$UV" pip sync --quiet --require-hashes "$root/requirements.lock"
+  echo "zync: installing the locked dependencies of $(basename "$lock") into $venv" >&2
+  VIRTUAL_ENV="$venv" "$UV" pip sync --quiet --require-hashes "$lock"
   VIRTUAL_ENV="$venv" "$UV" pip install --quiet --no-deps -e "$root"
   echo "$want" > "$stamp"
 fi
 unset PYTHONDONTWRITEBYTECODE
-"$venv/bin/python" -m compileall -q -j 0 "$root/engine" "$root/zync_tui" "$root/demo" "$root/tests" > /dev/null
+sources=()
+for dir in engine zync_tui demo tests; do [ -d "$root/$dir" ] && sources+=("$root/$dir"); done
+"$venv/bin/python" -m compileall -q -j 0 "${sources[@]}" > /dev/null
+if [ "${ZYNC_COMPILE:-}" = all ]; then
+  "$venv/bin/python" -m compileall -q -j 0 "$venv/lib" > /dev/null || true  # a few test files of packages do not compile
+fi
 # test.sh sets ZYNC_SETUP=later: it runs `zync setup` itself, beside its checks
 if [ "${ZYNC_SETUP:-now}" != later ]; then
-  "$venv/bin/zync" setup --quiet
+  # shellcheck disable=SC2086 # ZYNC_SETUP_ARGS holds several words
+  "$venv/bin/zync" setup --quiet ${ZYNC_SETUP_ARGS:-}
 fi

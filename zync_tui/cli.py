@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from zync_tui.commands import (
+    build,
     console,
     deliver,
     dev,
@@ -42,6 +43,7 @@ init.register(app)  # init
 deliver.register(app)  # to-kafka
 run.register(app)  # run
 console.register(app)  # tui, demo
+build.register(app)  # build
 setup.register(app)  # setup, version
 
 

@@ -5,8 +5,9 @@ that builds it. :func:`install` runs ``go install MODULE@VERSION`` with ``GOBIN`
 tool's own directory of the cache (``<cache>/<name>-<version>/bin``), its modules and build
 cache beside it (``<cache>/gopath``, ``<cache>/build``) and removed once it is built (a
 tool like promtool downloads ~2 GB of modules and builds ~2 GB of objects; its binary is
-~120 MB), with ``GOTOOLCHAIN=local``: a Go older than the module needs is a one-line
-error, never a toolchain fetched behind the user's back. A tool is built once per
+~120 MB), with the ``-ldflags`` its release build sets (helm's version and default
+Kubernetes version) and ``GOTOOLCHAIN=local``: a Go older than the module needs is a
+one-line error, never a toolchain fetched behind the user's back. A tool is built once per
 version: a new version in the list is a new directory, and :func:`path` finds the one
 declared.
 """
@@ -40,6 +41,7 @@ class GoTool:
     module: str
     version: str
     go: str
+    ldflags: str = ""
 
     @property
     def spec(self) -> str:
@@ -50,7 +52,14 @@ def declared() -> dict[str, GoTool]:
     """The tools of ``tools.toml``, by name."""
     text = resources.files("engine.gotools").joinpath("tools.toml").read_text()
     return {
-        name: GoTool(name, str(body.get("for", name)), body["module"], body["version"], str(body["go"]))
+        name: GoTool(
+            name,
+            str(body.get("for", name)),
+            body["module"],
+            body["version"],
+            str(body["go"]),
+            " ".join(str(body.get("ldflags", "")).split()),
+        )
         for name, body in tomllib.loads(text)["tools"].items()
     }
 
@@ -96,7 +105,7 @@ def _go() -> tuple[str, tuple[int, ...]]:
     )
     if go is None:
         raise GoToolError(
-            "Go is needed to build zync's Go tools (promtool): install Go "
+            "Go is needed to build zync's Go tools (promtool, helm): install Go "
             "(https://go.dev/doc/install, or the distribution's golang package)"
         )
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False)
@@ -134,8 +143,9 @@ def install(name: str, progress: Callable[[str], None] = lambda _line: None) -> 
     }
     progress(f"{spec.name}: building {spec.spec} with {go} (once; a few minutes)")
     started = time.monotonic()
+    flags = [f"-ldflags={spec.ldflags}"] if spec.ldflags else []
     done = subprocess.run(
-        [go, "install", spec.spec], env=env, capture_output=True, text=True, check=False
+        [go, "install", *flags, spec.spec], env=env, capture_output=True, text=True, check=False
     )
     seconds = time.monotonic() - started
     # what the build needed goes (the binary stays): `go clean` empties the module cache

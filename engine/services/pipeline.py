@@ -43,7 +43,9 @@ class Pipeline:
     session). ``format``: the output topics' format (None: avro when a registry is
     configured, else json). ``envelope``: every output's envelope (None: each output's
     own, from the configuration). ``take_over``: to-kafka takes over output topics
-    last written by another staging pool. ``on_event`` receives every service's events.
+    last written by another staging pool. ``outputs``: the output topics to-kafka
+    delivers (None: every output of the configuration; a topic that is not one is a
+    :class:`ServiceError`). ``on_event`` receives every service's events.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Pipeline:
         take_over: bool = False,
         partitions: int = 1,
         replication: int = 1,
+        outputs: Iterable[str] | None = None,
         ingest_options: IngestOptions | None = None,
         create_pools: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
@@ -96,8 +99,19 @@ class Pipeline:
             spark=spark_source,
             on_commit=lambda _info: self.etl.wake(),
         )
+        delivered = config_outputs(self.config)
+        if outputs is not None:
+            wanted = list(dict.fromkeys(outputs))
+            known = [o.topic for o in delivered]
+            for topic in wanted:
+                if topic not in known:
+                    raise ServiceError(
+                        f"output {topic!r} is not an output of {self.config_path} "
+                        f"(outputs: {', '.join(known)})"
+                    )
+            delivered = [o for o in delivered if o.topic in wanted]
         self.to_kafka = ToKafkaService(
-            config_outputs(self.config),
+            delivered,
             lake,
             kafka=self.kafka,
             registry=registry,

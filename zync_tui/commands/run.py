@@ -86,6 +86,31 @@ def run(
     partitions: Annotated[
         int, typer.Option(min=1, help="Partitions of output topics created here.")
     ] = 1,
+    replication: Annotated[
+        int, typer.Option(min=1, help="Replication factor of output topics created here.")
+    ] = 1,
+    output: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--output",
+            metavar="TOPIC",
+            help="to-kafka delivers only this output of CONFIG (repeatable), so the outputs "
+            "can be spread over several processes, each topic in one of them. Default: every "
+            "output.",
+            show_default=False,
+        ),
+    ] = None,
+    workers_group: Annotated[
+        str | None,
+        typer.Option(
+            "--workers-group",
+            metavar="GROUP",
+            help="from-kafka shares the input partitions with the other processes of this "
+            "consumer group (`zync from-kafka --workers-group`): start one `--only from-kafka` "
+            "per host or replica. Default: this process reads every partition.",
+            show_default=False,
+        ),
+    ] = None,
     only: Annotated[
         list[Loop] | None,
         typer.Option(
@@ -115,10 +140,12 @@ def run(
     """
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
     # `zync --help` stays fast (likewise in every command module)
-    from engine.api import FAILED, Observer, Pipeline, ServedProcess
+    from engine.api import FAILED, IngestOptions, Observer, Pipeline, ServedProcess
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")
+    if workers_group is not None and not workers_group.strip():
+        raise UserError("--workers-group: give a consumer group name")
     # the lake before Spark: an S3 lake gives the session its s3a settings
     the_lake = resolve_lake(lake) if lake is not None else open_lake(None, create=True)
     registry = conn.registry(required=fmt is OutputFormat.avro)
@@ -138,6 +165,13 @@ def run(
         envelope=None if envelope is None else envelope.value,
         take_over=take_over,
         partitions=partitions,
+        replication=replication,
+        outputs=output,
+        ingest_options=(
+            None
+            if workers_group is None
+            else IngestOptions(create_pools=True, workers_group=workers_group.strip())
+        ),
         on_event=lines.event,
     )
     lines.pipeline = pipeline.config.name

@@ -31,15 +31,15 @@ def setup(
     ] = None,
 ) -> None:
     """Fetch the JVM artifacts (delta-spark, Apache Kafka, Spark's Kafka source) once, build
-    the Go tools (promtool), and make the class archives that let Spark and the broker
+    the Go tools (promtool, helm), and make the class archives that let Spark and the broker
     start in about half the time.
 
     The list is declared in engine/jvm/artifacts.toml; everything lands in zync's cache
     (~/.cache/zync/jvm, or $ZYNC_JVM_CACHE) and zync runs offline afterwards. Needs Maven
     Central the first time. A class archive is made once per Java and set of jars (about
     a minute; ZYNC_CLASS_ARCHIVES=off skips it). The Go tools (engine/gotools/tools.toml)
-    are built once by `go install` into ~/.cache/zync/tools/go. The README's set-up
-    commands run this for you.
+    are built once by `go install` into ~/.cache/zync/tools/go (ZYNC_GO_TOOLS=off skips
+    them). The README's set-up commands run this for you.
     """
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
     # `zync --help` stays fast (likewise in every command module)
@@ -75,9 +75,14 @@ def setup(
 
 
 def _go_tools(quiet: bool) -> None:
-    """Build the declared Go tools (engine/gotools/tools.toml) that are not built yet."""
+    """Build the declared Go tools (engine/gotools/tools.toml) that are not built yet;
+    none with ZYNC_GO_TOOLS=off (the container image: they are for development)."""
+    import os
+
     from engine.api import GoToolError, go_tool, go_tools, install_go_tool
 
+    if os.environ.get("ZYNC_GO_TOOLS", "").strip().lower() in ("off", "0", "false", "no"):
+        return
     for name, tool in go_tools().items():
         already = go_tool(name) is not None
         try:
