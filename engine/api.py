@@ -23,6 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine import __version__
+    from engine.apply.asof import AsOfError, tables_as_of_staging
+    from engine.apply.loop import (
+        VERSIONS_PER_COMMIT,
+        Applier,
+        ApplyError,
+        ApplyResult,
+        BadOutput,
+        TableStatus,
+    )
     from engine.deliver.loop import Output as DeliveryOutput
     from engine.deliver.loop import config_outputs, deliver_outputs
     from engine.deliver.status import DeliveryEvent, DeliveryStatus
@@ -87,6 +96,7 @@ if TYPE_CHECKING:
     from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
     from engine.lake.query import Catalog, query
     from engine.lake.shaper import Shaper
+    from engine.lake.tables import TableError
     from engine.local.broker import make_class_archive as make_broker_class_archive
     from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
     from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
@@ -103,6 +113,7 @@ if TYPE_CHECKING:
         TopicSnapshot,
         TopicsReport,
     )
+    from engine.services.apply import ApplyService
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService
     from engine.services.ingest import FromKafkaService
@@ -253,7 +264,18 @@ __all__ = [
     "deliver_outputs",
     "DeliveryOutput",
     "config_outputs",
-    # services: the loops with start/stop/status, and a pipeline of all three
+    # apply: outputs kept as Delta tables (current state or history), exactly once
+    "VERSIONS_PER_COMMIT",
+    "Applier",
+    "ApplyError",
+    "ApplyResult",
+    "ApplyService",
+    "AsOfError",
+    "BadOutput",
+    "TableError",
+    "TableStatus",
+    "tables_as_of_staging",
+    # services: the loops with start/stop/status, and a pipeline of them all
     "ETL_INTERVAL",
     "FAILED",
     "RUNNING",

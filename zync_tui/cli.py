@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from zync_tui.commands import console, deliver, dev, etl, ingest, kafka, pool, query, run, setup
+from zync_tui.commands import (
+    apply,
+    console,
+    deliver,
+    dev,
+    etl,
+    ingest,
+    kafka,
+    pool,
+    query,
+    run,
+    setup,
+)
 
 app = typer.Typer(
     name="zync",
@@ -27,6 +39,7 @@ ingest.register(app)  # from-kafka
 query.register(app)  # query
 etl.register(app)  # etl, pending, expired
 deliver.register(app)  # to-kafka
+apply.register(app)  # apply
 run.register(app)  # run
 console.register(app)  # tui, demo
 setup.register(app)  # setup, version

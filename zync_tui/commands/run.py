@@ -1,4 +1,4 @@
-"""`zync run CONFIG`: from-kafka, ETL and to-kafka loops in one process, headless.
+"""`zync run CONFIG`: from-kafka, ETL, to-kafka and apply loops in one process, headless.
 
 One status line per event (a commit, a pass, a delivery, an error); SIGINT or SIGTERM
 stops the loops cleanly, each finishing its commit in flight. The lead's CLI adds it
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 import typer
 
 from zync_tui.commands import standalone_app
+from zync_tui.commands.apply import VersionsOption
 from zync_tui.commands.deliver import (
     ENVELOPE_HELP,
     EnvelopeChoice,
@@ -39,6 +40,7 @@ class Loop(enum.StrEnum):
     from_kafka = "from-kafka"
     etl = "etl"
     to_kafka = "to-kafka"
+    apply = "apply"
 
 
 def run(
@@ -88,9 +90,10 @@ def run(
         str | None,
         typer.Option(help="Spark master (default: spark.json, else local[*]).", show_default=False),
     ] = None,
+    versions_per_commit: VersionsOption = None,
     lake: LakeOption = None,
 ) -> None:
-    """Run from-kafka, ETL and to-kafka for CONFIG until Ctrl-C or SIGTERM.
+    """Run from-kafka, ETL, to-kafka and (with `tables:`) apply for CONFIG until Ctrl-C or SIGTERM.
 
     Creates the configuration's pools when missing. Prints one line per event.
     """
@@ -105,7 +108,7 @@ def run(
     registry = conn.registry(required=fmt is OutputFormat.avro)
 
     kafka = conn.kafka()
-    if only is None or set(only) != {Loop.etl}:
+    if only is None or not set(only) <= {Loop.etl, Loop.apply}:
         _refuse_early(kafka)
     pipeline = Pipeline(
         config,
@@ -118,11 +121,12 @@ def run(
         envelope=None if envelope is None else envelope.value,
         take_over=take_over,
         partitions=partitions,
+        versions_per_commit=versions_per_commit,
         on_event=lambda event: status_line(f"{event.service:<10} {event.message}", event.at),
     )
     for note in pipeline.prepare():
         status_line(note)
-    loops = ", ".join(loop.value for loop in only) if only else "from-kafka, etl, to-kafka"
+    loops = ", ".join(loop.value for loop in only) if only else ", ".join(pipeline.services)
     status_line(
         f"running {pipeline.config.name} ({loops}): lake {the_lake.location}, Kafka at "
         f"{pipeline.kafka.bootstrap_servers}; Ctrl-C or SIGTERM stops"
