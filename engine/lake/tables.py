@@ -22,6 +22,8 @@ by name (:func:`lake_tables`).
 from __future__ import annotations
 
 import json
+import os
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -48,6 +50,7 @@ LAST = "zync.staging.last"
 CHANGED_FIRST = "zync.staging.changed_first"
 CHANGED_LAST = "zync.staging.changed_last"
 STAGING = "zync.staging.pool"
+PROCESS = "zync.apply.process"
 CATALOG = ("_zync", "tables")
 
 
@@ -187,11 +190,16 @@ def applied_commit(entry: dict[str, Any]) -> AppliedCommit | None:
 def commit_metadata(
     staging: str, first: int, last: int, changed: tuple[int, int] | None, records: int
 ) -> dict[str, str]:
-    """The commit info of an apply commit (see :class:`AppliedCommit`); ``userMetadata``
-    says it in words for ``DESCRIBE HISTORY``."""
+    """The commit info of an apply commit (see :class:`AppliedCommit`), with the process
+    that made it (host:pid); ``userMetadata`` says it in words for ``DESCRIBE HISTORY``."""
     span = f"{first}" if first == last else f"{first}..{last}"
     words = f"zync apply: {staging} versions {span}, {records} output(s)"
-    found: dict[str, str] = {STAGING: staging, FIRST: str(first), LAST: str(last)}
+    found: dict[str, str] = {
+        STAGING: staging,
+        FIRST: str(first),
+        LAST: str(last),
+        PROCESS: f"{socket.gethostname()}:{os.getpid()}",
+    }
     if changed is not None:
         found |= {CHANGED_FIRST: str(changed[0]), CHANGED_LAST: str(changed[1])}
         changes = f"{changed[0]}" if changed[0] == changed[1] else f"{changed[0]}..{changed[1]}"
