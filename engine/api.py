@@ -113,6 +113,7 @@ if TYPE_CHECKING:
         TopicSnapshot,
         TopicsReport,
     )
+    from engine.observe.tables_view import TableSnapshot, TablesReport
     from engine.services.apply import ApplyService
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService
@@ -299,6 +300,8 @@ __all__ = [
     "EtlSnapshot",
     "Observer",
     "RecordRow",
+    "TableSnapshot",
+    "TablesReport",
     "TopicSnapshot",
     "TopicsReport",
 ]

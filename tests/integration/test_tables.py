@@ -14,7 +14,7 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from engine.api import Applier, EtlRunner, query
+from engine.api import Applier, EtlRunner, Observer, query
 from engine.etl.config_file import parse_config
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools
 
@@ -174,6 +174,16 @@ def test_invoice_scenario_as_current_state_and_history(spark, lake) -> None:
         assert commits[0].first == 0
         assert all(a.last + 1 == b.first for a, b in zip(commits, commits[1:], strict=False))
         assert commits[-1].last == table.target.table.applied() == staging.refresh()
+
+    # what the console shows: each table's version, rows and the staging version applied
+    report = Observer(lake, etls=[config]).tables()
+    assert report.error is None
+    seen = {t.name: t for t in report.tables}
+    assert seen["invoices"].rows == len(source.state())
+    assert seen["invoice_history"].rows == len(history)
+    for t in seen.values():
+        assert (t.applied, t.staged, t.lag) == (staging.version, staging.version, 0)
+        assert t.version == DeltaTable(t.location).version()
 
     _readers_see_it(spark, lake, path, snapshots)
 

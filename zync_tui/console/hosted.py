@@ -1,6 +1,6 @@
 """The console's engine in a child process the console owns, below the screen's priority.
 
-The loops (from-kafka, the ETL, to-kafka), the observer and Spark's Python side are
+The loops (from-kafka, the ETL, to-kafka, apply), the observer and Spark's Python side are
 Python threads; in the console's process they share the interpreter lock and the cores
 with the screen, and a key waits for them (bench/console_latency.py). :class:`EngineProcess`
 runs :class:`~zync_tui.console.backend.EngineBackend` in a child process instead, at a
@@ -27,7 +27,7 @@ import time
 from multiprocessing.managers import BaseManager
 from typing import Any, cast
 
-from engine.api import DeadLetter, EtlReport, PassResult, TopicsReport
+from engine.api import DeadLetter, EtlReport, PassResult, TablesReport, TopicsReport
 from zync_tui.console.backend import EngineBackend, EngineSettings, LogEntry, LoopView
 
 #: How much lower the engine's CPU priority is than the console's (``nice``).
@@ -146,6 +146,9 @@ class EngineProcess:
 
     def loops(self) -> list[LoopView]:
         return cast("list[LoopView]", self._call("loops"))
+
+    def tables(self) -> TablesReport:
+        return cast("TablesReport", self._call("tables"))
 
     def dead_letters(self) -> list[DeadLetter]:
         return cast("list[DeadLetter]", self._call("dead_letters"))
