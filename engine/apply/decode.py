@@ -133,10 +133,12 @@ def _fast_columns(texts: pa.Array, fields: Sequence[StructField]) -> dict[str, p
     )
     start, end = offsets[0].as_py(), offsets[-1].as_py()
     data = lines.buffers()[2].slice(start, end - start)
+    # blocks of a few MB are parsed in parallel; each must hold the longest record
+    longest = pc.max(pc.binary_length(lines)).as_py() or 0
     try:
         table = pj.read_json(
             pa.BufferReader(data),
-            read_options=pj.ReadOptions(block_size=max(1 << 20, min(end - start + 1, 1 << 30))),
+            read_options=pj.ReadOptions(block_size=max(4 << 20, 2 * longest + 2)),
             parse_options=pj.ParseOptions(
                 explicit_schema=pa.schema(list(read_as.items())),
                 unexpected_field_behavior="ignore",
@@ -226,7 +228,9 @@ def _tombstone_keys(
     for text in texts.to_pylist():
         record = None if text is None else json.loads(text)
         for name in by_name:
-            item = record if single else (record.get(name) if isinstance(record, dict) else None)
+            # a struct key holds the keys by name, a scalar key the one key
+            scalar = record if single else None
+            item = record.get(name) if isinstance(record, dict) else scalar
             found[name].append(None if item is None else converters[name](item))
     return {
         name: pa.array(items, arrow_type(by_name[name].dataType)) for name, items in found.items()

@@ -224,3 +224,20 @@ def test_stored_types_leave_null_fields_out_and_keep_what_delta_has_no_column_fo
     schema = table_schema(value_fields(EXOTIC), history=True)
     assert schema.field("at").type == pa.timestamp("us", tz="UTC")
     assert schema.names[-5:] == list(HISTORY_COLUMNS)
+
+
+def test_fast_decoding_keeps_the_order_over_several_blocks() -> None:
+    """pyarrow reads blocks of a few MB in parallel: the rows still come in order."""
+    n = 150_000  # ~8 MB of JSON text
+    staged = pa.table(
+        {
+            "offset": pa.array(range(n), pa.int64()),
+            "key": [f'{{"ID":{i}}}' for i in range(n)],
+            "value": [f'{{"ID":{i},"customer":"c{i}","status":"s{i % 7}"}}' for i in range(n)],
+            "version": pa.array([1] * n, pa.int64()),
+            "time": pa.array([T0] * n, pa.timestamp("us", tz="UTC")),
+        }
+    )
+    decoded = decode(staged, FIELDS, ["ID"], KEY)
+    assert decoded.column("ID").to_pylist() == list(range(n))
+    assert decoded.column("customer")[n - 1].as_py() == f"c{n - 1}"
