@@ -62,17 +62,15 @@ def register_tables(
                 f"delta.`{path}` instead"
             )
             continue
-        if _registered.get(name) != path:
-            if spark.catalog.tableExists(name) and (
-                spark.catalog.getTable(name).tableType == "EXTERNAL"
-            ):
+        exists = spark.catalog.tableExists(name)
+        if not exists or _registered.get(name) != path:
+            # (Delta reads a table's newest version at each query: nothing to refresh)
+            if exists and spark.catalog.getTable(name).tableType == "EXTERNAL":
                 spark.sql(f"DROP TABLE {quote_name(name)}")  # external: the files stay
             if not spark.catalog.tableExists(name):
                 location = path.replace("'", "\\'")
                 spark.sql(f"CREATE TABLE {quote_name(name)} USING delta LOCATION '{location}'")
             _registered[name] = path
-        else:
-            spark.sql(f"REFRESH TABLE {quote_name(name)}")
         views.append(TableView(name, where.uri, None))
     return views, skipped
 

@@ -8,14 +8,17 @@ The lead's CLI adds it with :func:`register`; it also runs alone
 
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from zync_tui.commands import standalone_app
 from zync_tui.commands.deliver import resolve_lake, status_line, stop_on_signals
-from zync_tui.errors import UserError
+from zync_tui.errors import UserError, lake_errors
 from zync_tui.options import LakeOption
+
+if TYPE_CHECKING:
+    from engine.api import EtlConfig, Lake
 
 VersionsOption = Annotated[
     int | None,
@@ -59,6 +62,13 @@ def apply(
       zync apply demo/invoices/etl.yaml -c --versions-per-commit 1
       zync query "SELECT * FROM invoices"
     """
+    with lake_errors():
+        _apply(config, continuous, versions_per_commit, lake)
+
+
+def _apply(
+    config: Path, continuous: bool, versions_per_commit: int | None, lake: str | None
+) -> None:
     # deferred: engine.api loads pyarrow, delta-rs and polars
     from engine.api import FAILED, ApplyService, load_config
 
@@ -90,14 +100,12 @@ def apply(
     status = service.status()
     if status.state == FAILED:
         raise UserError(status.last_error or "the apply loop failed")
-    status_line("stopped")
 
 
-def _apply_once(etl: object, lake: object, versions_per_commit: int | None) -> None:
-    from engine.api import VERSIONS_PER_COMMIT, Applier, EtlConfig, Lake
+def _apply_once(etl: "EtlConfig", lake: "Lake", versions_per_commit: int | None) -> None:
+    """Apply what is staged now, then say where each table is."""
+    from engine.api import VERSIONS_PER_COMMIT, Applier
 
-    assert isinstance(etl, EtlConfig)
-    assert isinstance(lake, Lake)
     applier = Applier(etl, lake, versions_per_commit=versions_per_commit or VERSIONS_PER_COMMIT)
     for result in applier.run_once():
         if result.table_version is not None:
