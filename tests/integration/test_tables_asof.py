@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from typer.testing import CliRunner
 
 from engine.api import Applier, AsOfError, EtlRunner, query, tables_as_of_staging
 from engine.etl.config_file import parse_config
 from tests.integration.test_etl_debezium_txn import begin, end
 from tests.integration.test_etl_support import append_events, make_pools
+from zync_tui.commands.query import make_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -150,12 +152,27 @@ def test_two_tables_read_as_of_every_staging_version(spark, lake) -> None:
     assert {(t.name, t.version) for t in catalog.tables} == set(found.items())
     now, _ = query(spark, lake, "SELECT count(*) AS n FROM invoices")  # the view is gone
     assert now.first()["n"] == len(source.invoices)
+    # ... and so does `zync query --as-of-staging`
+    cli = CliRunner().invoke(
+        make_app(),
+        ["query", "--lake", str(lake.root), "--as-of-staging", f"Staging:{middle}", "-f", "json",
+         "SELECT count(*) AS n FROM invoices"],
+    )
+    assert cli.exit_code == 0, cli.output
+    assert '{"n":2}' in cli.stdout
+    assert f"as of Staging version {middle}: customers at version" in cli.stderr
 
     # a staging version with outputs the table has not applied yet: refused in one line
     append_events(raw, [invoice("c", 4, "dee", 40)])
     runner.run_pass()
     with pytest.raises(AsOfError, match=r"table 'invoices' has not applied staging version \d+ yet"):
         tables_as_of_staging(lake, staging.refresh())
+    refused = CliRunner().invoke(
+        make_app(), ["query", "--lake", str(lake.root), "--as-of-staging", str(staging.version), "SELECT 1"]
+    )
+    assert refused.exit_code == 1
+    assert "has not applied staging version" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
     # applied together with a later version in one commit: that version is not kept
     first = staging.version
     append_events(raw, [invoice("u", 4, "dee", 45)])
