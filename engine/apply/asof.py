@@ -49,7 +49,7 @@ class TableAt:
 def table_version_at(table: LakeTable, staging: Pool, version: int) -> int:
     """The Delta version of ``table`` that reflects staging version ``version``."""
     table.refresh()
-    commits = table.applied_commits()
+    commits = table.applied_commits(since=version)
     head = f"table {table.name!r}"
     for commit in commits:
         if commit.first <= version <= commit.last:

@@ -163,14 +163,19 @@ class LakeTable:
     def columns(self) -> list[str]:
         return [field.name for field in self.table.schema().fields]
 
-    def applied_commits(self) -> list[AppliedCommit]:
-        """The apply loop's commits still in the table's log, oldest first."""
-        found = []
-        for entry in self.table.history():
-            commit = applied_commit(entry)
-            if commit is not None:
-                found.append(commit)
-        return sorted(found, key=lambda c: c.version)
+    def applied_commits(self, since: int | None = None) -> list[AppliedCommit]:
+        """The apply loop's commits still in the table's log, oldest first; with
+        ``since``, only the newest ones, back to the one holding staging version
+        ``since`` (the log is read from its end, a few commits more each time)."""
+        limit = 64
+        while True:
+            entries = self.table.history(limit if since is not None else None)
+            found = sorted(
+                (c for c in map(applied_commit, entries) if c is not None), key=lambda c: c.version
+            )
+            if since is None or len(entries) < limit or (found and found[0].first <= since):
+                return found
+            limit *= 4
 
 
 def applied_commit(entry: dict[str, Any]) -> AppliedCommit | None:

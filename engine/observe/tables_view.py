@@ -93,7 +93,7 @@ class TablesView:
         self, name: str, where: Location, output: str, staging: str, history: bool
     ) -> TableSnapshot:
         from engine.lake import delta  # deferred: deltalake
-        from engine.lake.tables import open_table
+        from engine.lake.tables import applied_commit, open_table
 
         base = TableSnapshot(name, output, staging, history, where.uri)
         try:
@@ -107,7 +107,11 @@ class TablesView:
         except Exception as exc:  # noqa: BLE001 - shown in words
             return TableSnapshot(**{**base.__dict__, "error": one_line(exc)})
         meta = table.meta
-        commits = table.applied_commits()
+        # the newest apply commit: among the last few (OPTIMIZE and such may follow it)
+        commits = sorted(
+            (c for c in map(applied_commit, table.table.history(8)) if c is not None),
+            key=lambda c: c.version,
+        )
         return TableSnapshot(
             name=name,
             output=output or meta.source,
