@@ -96,7 +96,7 @@ if TYPE_CHECKING:
     from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
     from engine.lake.query import Catalog, query
     from engine.lake.shaper import Shaper
-    from engine.lake.tables import TableError
+    from engine.lake.tables import TableError, lake_tables
     from engine.local.broker import make_class_archive as make_broker_class_archive
     from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
     from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
@@ -275,6 +275,7 @@ __all__ = [
     "BadOutput",
     "TableError",
     "TableStatus",
+    "lake_tables",
     "tables_as_of_staging",
     # services: the loops with start/stop/status, and a pipeline of them all
     "ETL_INTERVAL",
