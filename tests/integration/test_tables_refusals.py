@@ -1,6 +1,7 @@
 """Bad input for tables (issue 37), refused before anything is written, in one line that
 names the table, the output and the key: a key missing from an output's value, a key that
-changes type, a table name that is a pool's, a NULL key, a table kept from other keys."""
+changes type, a table name that is a pool's, a NULL key, a table kept from other keys;
+and a table with nothing to apply, whose position still moves on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from deltalake import DeltaTable
 
 from engine.api import Applier, BadOutput, EtlRunner, TableError, TopicTypes, record_rows
 from engine.etl.config import EtlConfigError
@@ -120,8 +122,6 @@ def test_a_null_key_stops_the_batch_and_other_keys_refuse_the_table(lake) -> Non
 
 
 def _version(path: Any) -> int:
-    from deltalake import DeltaTable
-
     return DeltaTable(str(path)).version()
 
 
@@ -157,3 +157,39 @@ def _stage(staging: Any, records: list[tuple[dict, dict | None]], key_type: str 
         [None if v is None else json.dumps(v, separators=(",", ":")) for _, v in records],
     )
     staging.commit_rows(rows, expect_version=staging.version)
+
+
+def test_a_table_with_nothing_to_apply_moves_its_position_now_and_then(lake) -> None:
+    """Staging versions that hold nothing for a table commit nothing to it, until its
+    position is ADVANCE_EVERY versions behind: then the position alone, so a restart
+    need not read far back. As of any of those versions, the table reflects it."""
+    from engine.api import tables_as_of_staging
+    from engine.apply.loop import ADVANCE_EVERY
+
+    _, staging = make_pools(lake)
+    config = demo([{"name": "invoices", "from": "NewInvoices", "keys": ["ID"]}])
+    _stage(staging, [({"ID": 1}, {"ID": 1, "customer": "Ann"})])
+    applier = Applier(config, lake)
+    applier.run_once()
+    table = lake.root / "invoices"
+    version = _version(table)
+    for n in range(ADVANCE_EVERY // 2):  # another output's commits
+        rows = record_rows(
+            [{"topic": "Other", "partition": 0, "offset": n, "timestamp": datetime.now(UTC)}],
+            ['{"x":1}'], ['{"x":1}'],
+        )
+        staging.commit_rows(rows, expect_version=staging.refresh())
+    assert [r for r in applier.run_once() if r.table_version is not None] == []
+    assert _version(table) == version  # nothing committed...
+    (status,) = applier.status()
+    assert status.applied == staging.version  # ... but the loop knows it is up to date
+    assert tables_as_of_staging(lake, staging.version)[0].version == version
+    for n in range(ADVANCE_EVERY // 2, ADVANCE_EVERY + 1):
+        rows = record_rows(
+            [{"topic": "Other", "partition": 0, "offset": n, "timestamp": datetime.now(UTC)}],
+            ['{"x":1}'], ['{"x":1}'],
+        )
+        staging.commit_rows(rows, expect_version=staging.refresh())
+    fresh = Applier(config, lake)  # a restart: reads from the position in the table
+    assert [r.table_version for r in fresh.run_once()] == [version + 1]
+    assert DeltaTable(str(table)).transaction_version("zync.apply/NewInvoices") == staging.version
