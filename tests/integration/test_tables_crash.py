@@ -205,7 +205,7 @@ def kill_9_while_staging(
     def stage() -> None:
         for _ in range(commits):
             stager.commit(100)
-            time.sleep(0.15)
+            time.sleep(0.1)
 
     writer = threading.Thread(target=stage, daemon=True)
     writer.start()
