@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/console_latency.py [--presses 300] [--backlog 40000]
                                               [--gap 0.15] [--size 80x24] [--in-process]
+                                              [--engine api|forwarding|both]
 
 1. Starts a private Apache Kafka broker and Schema Registry on 127.0.0.1 (tests.stack),
    and the console exactly as `zync demo` builds it (``make_app(demo=True)``) on a lake in
@@ -18,6 +19,12 @@
    Each press is timed from the key reaching the app until every widget of the screen
    has handled what followed (the key, the panel switch, its layout) and the screen has
    been painted (:func:`press`); the new panel must then be the active one.
+
+``--engine``: how the console reaches its engine in the child — ``api`` (the engine
+serves its HTTP API on a Unix socket, as `zync demo` now does), ``forwarding`` (the
+console's earlier way, a multiprocessing manager forwarding each call by name: its
+module is read from git, ``FORWARDING_REV``), or ``both``, one after the other in this
+run (a fresh broker, registry and lake each), for a comparison on the same machine.
 
 Prints the p50 / p95 / max of key → screen updated, and how many records from-kafka
 ingested and the ETL loop consumed while the keys were pressed. The bar (issue "Latency"): p95 ≤
@@ -53,6 +60,26 @@ from zync_tui.console.app import make_app  # noqa: E402
 from zync_tui.console.keys import PANELS  # noqa: E402
 
 CHUNK = 2_000
+#: The commit whose zync_tui/console/hosted.py forwarded the console's calls by name.
+FORWARDING_REV = "bced9fa"
+
+
+def forwarding_backend(settings: Any, work: Path) -> Any:
+    """The console's earlier engine process (a multiprocessing manager forwarding every
+    call by name), its module read from git at :data:`FORWARDING_REV`."""
+    import importlib
+    import subprocess
+
+    source = subprocess.run(
+        ["git", "show", f"{FORWARDING_REV}:zync_tui/console/hosted.py"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    where = work / "forwarding"
+    where.mkdir(exist_ok=True)
+    (where / "zync_forwarding_engine.py").write_text(source)
+    sys.path.insert(0, str(where))  # the manager's spawned child imports it by name too
+    module = importlib.import_module("zync_forwarding_engine")
+    return module.EngineProcess(settings)
 
 
 def backlog(pairs: int) -> list[list[DemoRecord]]:
@@ -122,10 +149,24 @@ def raw_records(driver: Any) -> int:
     return int(driver.lake.open_pool("Raw").last_seqno()) + 1
 
 
-async def measure(args: argparse.Namespace, work: Path) -> None:
+async def measure(args: argparse.Namespace, work: Path, engine: str = "api") -> tuple[float, float]:
     width, height = (int(x) for x in args.size.split("x"))
     broker = start_broker(work / "broker")
     registry = start_registry(work / "registry")
+    backend = None
+    if engine == "forwarding" and not args.in_process:
+        from zync_tui.console.backend import EngineSettings
+
+        backend = forwarding_backend(
+            EngineSettings(
+                lake_root=work / "lake",
+                kafka_overrides={"bootstrap_servers": broker.address},
+                registry_overrides={"url": registry.url},
+                demo=True,
+                start_stack=False,
+            ),
+            work,
+        )
     app = make_app(
         demo=True,
         lake=work / "lake",
@@ -133,6 +174,7 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
         registry={"url": registry.url},
         start_stack=False,
         in_process=args.in_process,
+        backend=backend,
     )
     # the bench's own demo driver publishes the backlog and reads the raw pool (the
     # console's engine runs in another process)
@@ -192,9 +234,10 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
             ms = [t * 1000 for t in timings]
             print(f"{len(ms)} presses over {seconds:.1f} s at {args.size}; meanwhile "
                   f"from-kafka ingested {ingest:,} records and the ETL consumed {etl:,}")
-            print(f"key -> screen updated: p50 {statistics.median(ms):.1f} ms, "
+            print(f"[{engine}] key -> screen updated: p50 {statistics.median(ms):.1f} ms, "
                   f"p95 {percentile(ms, 0.95):.1f} ms, max {max(ms):.1f} ms "
                   "(bar: p95 <= 100 ms)", flush=True)
+            result = statistics.median(ms), percentile(ms, 0.95)
             print("stopping the loops (a pass in flight ends first)…", flush=True)
             app.backend.close()
     finally:
@@ -202,6 +245,7 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
         app.backend.close()
         registry.stop()
         broker.stop()
+    return result
 
 
 def main() -> None:
@@ -219,9 +263,19 @@ def main() -> None:
         help="run the engine in the console's process (the default is a child process, "
         "as `zync demo` does)",
     )
+    parser.add_argument(
+        "--engine", choices=("api", "forwarding", "both"), default="api",
+        help="how the console reaches its engine's process (both: each in turn, this run)",
+    )  # fmt: skip
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="zync-console-bench-") as work:
-        asyncio.run(measure(args, Path(work)))
+    results = {}
+    for engine in ("api", "forwarding") if args.engine == "both" else (args.engine,):
+        with tempfile.TemporaryDirectory(prefix="zync-console-bench-") as work:
+            results[engine] = asyncio.run(measure(args, Path(work), engine))
+    if len(results) == 2:
+        (a50, a95), (f50, f95) = results["api"], results["forwarding"]
+        print(f"over the API p50 {a50:.1f} ms, p95 {a95:.1f} ms; over the forwarding p50 "
+              f"{f50:.1f} ms, p95 {f95:.1f} ms (bar: the API's p95 no worse)")
 
 
 if __name__ == "__main__":

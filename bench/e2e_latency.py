@@ -17,6 +17,12 @@ and in the configuration's table.
    reader polling the table's Delta log (delta-rs, every 20 ms) notes when each
    invoice's row appears (its change feed).
 
+With ``--api PORT`` the ``zync run`` serves its API on 127.0.0.1:PORT (a token in
+``$ZYNC_CONTROL_TOKEN``), ``--scrape`` scrapes its /metrics every second and prints the
+scrapes' p95, ``--hostile`` keeps a hostile client at it (bench/api_load.py: rounds of
+1,000 concurrent scrapes, malformed requests, a slowloris connection) while the rates
+are measured.
+
 Every output is checked: one per pair, with the right customer and status, none twice;
 so is every table row. The bars (issues "Latency" and 37): p50 <= 2 s and p95 <= 4 s at
 both rates on the topic, first output <= 15 s after start; p50 <= 2 s in the table.
@@ -345,6 +351,9 @@ def main() -> None:
     parser.add_argument("--rates", default="2,50", help="pairs per second, comma-separated")
     parser.add_argument("--etl-interval", default=None, help="passed to zync run")
     parser.add_argument("--log", type=Path, help="keep `zync run`'s output in this file")
+    parser.add_argument("--api", type=int, default=0, help="serve the API on this port (0: a free one)")
+    parser.add_argument("--scrape", action="store_true", help="scrape /metrics every second")
+    parser.add_argument("--hostile", action="store_true", help="a hostile client at the API")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
 
@@ -379,9 +388,14 @@ def main() -> None:
         tables.start()
 
         producer.pair(1)
-        env = {**os.environ, "ZYNC_HOME": str(home), "ZYNC_SPARK_MASTER": "local[2]"}
+        token = "bench-token-" + os.urandom(8).hex()
+        env = {**os.environ, "ZYNC_HOME": str(home), "ZYNC_SPARK_MASTER": "local[2]",
+               "ZYNC_CONTROL_TOKEN": token}  # fmt: skip
+        from engine.local.processes import free_port
+
+        port = args.api or free_port()
         argv = [str(Path(sys.executable).parent / "zync"), "run", str(CONFIG),
-                "--lake", str(work / "lake")]  # fmt: skip
+                "--lake", str(work / "lake"), "--http", f"127.0.0.1:{port}"]  # fmt: skip
         if args.etl_interval:
             argv += ["--etl-interval", args.etl_interval]
         started = time.monotonic()
@@ -393,6 +407,15 @@ def main() -> None:
         first = watcher.seen[1] - started
         print(f"first output after `zync run` start: {first:.2f} s")
 
+        from bench.api_load import Hostile, Scraper, percentile
+
+        loads: list[Scraper | Hostile] = []
+        if args.scrape:
+            loads.append(Scraper(f"http://127.0.0.1:{port}", token))
+        if args.hostile:
+            loads.append(Hostile(port, token))
+        for load in loads:
+            load.start()
         summary = []
         table_summary: list[tuple[float, float, float]] = []
         invoice = 1
@@ -427,6 +450,16 @@ def main() -> None:
                 f"p50 {t50:.2f} s, p95 {t95:.2f} s, max {max(in_table):.2f} s"
             )
             table_summary.append((rate, t50, t95))
+        for load in loads:
+            load.stop.set()
+            load.join(120)
+            if isinstance(load, Scraper):
+                print(f"/metrics scrapes every 1 s: {len(load.times)}, p95 "
+                      f"{percentile(load.times, 0.95) * 1000:.1f} ms, max "
+                      f"{max(load.times, default=0) * 1000:.1f} ms, {load.failures} failed")
+            else:
+                print(f"hostile client: {load.rounds} rounds of {load.storm} concurrent scrapes "
+                      f"({load.served:,} served), malformed requests and a slowloris connection")
         with watcher.lock:
             twice = [i for i, values in watcher.values.items() if len(values) != 1]
             wrong = [

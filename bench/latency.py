@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 def _types() -> Any:
     from pyspark.sql import types as T
 
-    from engine.lake.pools import TopicTypes
+    from engine.lake.topic_types import TopicTypes
 
     key = T.StructType([T.StructField("ID", T.LongType())])
     value = T.StructType(

@@ -42,6 +42,14 @@ if TYPE_CHECKING:
     from engine.etl.expiry import format_age
     from engine.etl.result import ExpiredRecord, PassResult, PendingRecord, counts_line
     from engine.etl.run import EtlRunner, run_pass
+    from engine.etl.starter import StarterError, matching_topics, sample_topics, starter_config
+    from engine.etl.starter import dump as dump_starter_config
+    from engine.etl.starter import header as starter_header
+    from engine.gotools.tools import GoToolError
+    from engine.gotools.tools import declared as go_tools
+    from engine.gotools.tools import install as install_go_tool
+    from engine.gotools.tools import installed as go_tool
+    from engine.gotools.tools import require as require_go_tool
     from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestInput, IngestOptions, load_inputs
     from engine.ingest.stats import CommitInfo, IngestStats
@@ -93,10 +101,12 @@ if TYPE_CHECKING:
         last_checkpoint,
         vacuum,
     )
-    from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError, TopicTypes
+    from engine.lake.pool_errors import PoolError
+    from engine.lake.pools import RAW, STAGING, Lake, Pool
     from engine.lake.query import Catalog, query
     from engine.lake.shaper import Shaper
     from engine.lake.tables import TableError, lake_tables
+    from engine.lake.topic_types import TopicTypes
     from engine.local.broker import make_class_archive as make_broker_class_archive
     from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
     from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
@@ -113,7 +123,26 @@ if TYPE_CHECKING:
         TopicSnapshot,
         TopicsReport,
     )
-    from engine.observe.tables_view import TableSnapshot, TablesReport
+    from engine.observe.tables_view import TableSnapshot, TablesReport, with_apply_status
+    from engine.serve.auth import TOKEN_ENV as CONTROL_TOKEN_ENV
+    from engine.serve.auth import Guard, TokenError, load_token
+    from engine.serve.client import ApiClient, ApiError, is_socket_target
+    from engine.serve.documents import (
+        dead_letter_from,
+        etl_from,
+        pass_from,
+        tables_from,
+        topics_from,
+    )
+    from engine.serve.health import WEDGED_AFTER
+    from engine.serve.journal import Entry as JournalEntry
+    from engine.serve.journal import event_entry, json_line, record_entry
+    from engine.serve.process import DemoControls, ServedProcess
+    from engine.serve.server import ApiServer, ServeError, serve
+    from engine.serve.sockets import ListenError, TcpAddress, listening_sockets, parse_address
+    from engine.serve.sockets import run_dir as api_run_dir
+    from engine.serve.sockets import socket_path as api_socket_path
+    from engine.serve.status import SCHEMA as STATUS_SCHEMA
     from engine.services.apply import ApplyService
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService
@@ -182,6 +211,12 @@ __all__ = [
     "jvm_artifact_sets",
     "jvm_cache_dir",
     "jvm_resolved",
+    # Go tools `zync setup` builds (engine/gotools/tools.toml: promtool)
+    "GoToolError",
+    "go_tool",
+    "go_tools",
+    "install_go_tool",
+    "require_go_tool",
     # class archives `zync setup` makes, so JVMs start faster (engine/jvm/class_archive.py)
     "ClassArchive",
     "ClassArchiveError",
@@ -259,6 +294,13 @@ __all__ = [
     "format_age",
     "load_config",
     "run_pass",
+    # `zync init`: a starter configuration for every table a connector captures
+    "StarterError",
+    "dump_starter_config",
+    "matching_topics",
+    "sample_topics",
+    "starter_config",
+    "starter_header",
     # to-kafka: staging pools → Kafka topics
     "DeliveryEvent",
     "DeliveryStatus",
@@ -295,6 +337,36 @@ __all__ = [
     "ServiceState",
     "ServiceStatus",
     "ToKafkaService",
+    # the API every long-running process serves (engine/serve): probes, metrics, status, control
+    "ApiClient",
+    "ApiError",
+    "ApiServer",
+    "CONTROL_TOKEN_ENV",
+    "DemoControls",
+    "Guard",
+    "JournalEntry",
+    "ListenError",
+    "STATUS_SCHEMA",
+    "ServeError",
+    "ServedProcess",
+    "TcpAddress",
+    "TokenError",
+    "WEDGED_AFTER",
+    "api_run_dir",
+    "api_socket_path",
+    "dead_letter_from",
+    "etl_from",
+    "event_entry",
+    "is_socket_target",
+    "json_line",
+    "listening_sockets",
+    "load_token",
+    "parse_address",
+    "pass_from",
+    "record_entry",
+    "serve",
+    "tables_from",
+    "topics_from",
     # observe: read-only snapshots for the console (topics and lag, ETL, dead letters)
     "DeadLetter",
     "EtlReport",
@@ -303,6 +375,7 @@ __all__ = [
     "RecordRow",
     "TableSnapshot",
     "TablesReport",
+    "with_apply_status",
     "TopicSnapshot",
     "TopicsReport",
 ]

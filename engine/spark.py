@@ -267,7 +267,11 @@ def _builder_conf(settings: SparkSettings, jars: SessionJars | None = None) -> d
     users += [os.environ.get(var) for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", DIST_CLASSPATH_VAR)]
     fits = jars.on_class_path and not any(users)
     archive = class_archive.use_options("spark", archive_classpath()) if fits else []
-    driver = [*executor, *archive]
+    # A driver out of memory exits instead of limping on: Spark's thread that hands a
+    # result to Python dies of the error without telling the caller, who would wait for
+    # ever (a pass hung, its loop wedged); a JVM that has gone makes every call fail,
+    # and the loop reports it.
+    driver = ["-XX:+ExitOnOutOfMemoryError", *executor, *archive]
     s3: dict[str, str] = {}
     if _object_storage is not None:
         s3 = _object_storage.hadoop_conf()

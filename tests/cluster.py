@@ -362,7 +362,7 @@ def append_events(pool: Any, events: Sequence[Mapping[str, Any]], chunk: int = 5
 
     from engine.kafka.typemap.to_spark import json_value_to_spark
     from engine.lake.envelope import record_rows
-    from engine.lake.pools import TopicTypes
+    from engine.lake.topic_types import TopicTypes
 
     samples: dict[str, tuple[list[Any], list[Any]]] = {}
     for event in events:

@@ -11,6 +11,7 @@ from zync_tui.commands import (
     dev,
     etl,
     ingest,
+    init,
     kafka,
     pool,
     query,
@@ -27,7 +28,7 @@ app = typer.Typer(
         "`zync demo` shows the whole pipeline in the console."
     ),
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -38,6 +39,7 @@ pool.register(app)  # pool ...
 ingest.register(app)  # from-kafka
 query.register(app)  # query
 etl.register(app)  # etl, pending, expired
+init.register(app)  # init
 deliver.register(app)  # to-kafka
 apply.register(app)  # apply
 run.register(app)  # run

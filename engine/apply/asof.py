@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from engine.apply.read import StagingChanges
 from engine.errors import ZyncError
-from engine.lake.pools import PoolError
+from engine.lake.pool_errors import PoolError
 from engine.lake.tables import LakeTable, TableError, lake_tables, open_table
 
 if TYPE_CHECKING:

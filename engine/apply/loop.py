@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -143,12 +144,17 @@ class TableApply:
     def name(self) -> str:
         return self.spec.name
 
-    def catch_up(self, staged: int) -> list[ApplyResult]:
-        """Apply every staging version up to ``staged``, a commit per batch."""
+    def catch_up(
+        self, staged: int, on_step: Callable[[], None] | None = None
+    ) -> list[ApplyResult]:
+        """Apply every staging version up to ``staged``, a commit per batch (``on_step``
+        is called after each)."""
         done = []
         try:
             while True:
                 result = self.step(staged)
+                if on_step is not None:
+                    on_step()
                 if result is None:
                     break
                 done.append(result)
@@ -319,6 +325,8 @@ class Applier:
         self._staging: Pool | None = None
         self._tables: list[TableApply] = []
         self.staged: int | None = None
+        #: called after each step of a table (the apply service's heartbeat)
+        self.on_step: Callable[[], None] | None = None
 
     def staging(self) -> Pool:
         """The staging pool (opened once; raises :class:`engine.lake.pools.PoolError`
@@ -349,7 +357,7 @@ class Applier:
         self.staged = staging.refresh()
         done = []
         for table in self._tables:
-            done.extend(table.catch_up(self.staged))
+            done.extend(table.catch_up(self.staged, self.on_step))
         return done
 
     def status(self) -> tuple[TableStatus, ...]:

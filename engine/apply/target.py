@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.lake import delta
-from engine.lake.pools import PoolError
+from engine.lake.pool_errors import PoolError
 from engine.lake.table_schema import (
     key_problem,
     key_type_change,

@@ -82,6 +82,7 @@ class Faults:
             f"Kafka at {kafka.bootstrap_servers}", self._report, prefix=f"{topic}: "
         )
         self._reason: tuple[float, str] | None = None  # the latest connection error, when
+        self._waiting: int | None = None  # the heartbeat's token while Kafka is out
         #: outages and lost connections so far (:meth:`recovery` compares)
         self.troubles = 0
 
@@ -126,6 +127,7 @@ class Faults:
 
         try:
             producer.list_topics(self.topic, timeout=PROBE_TIMEOUT)
+            self.board.heartbeat.beat()  # a slow broker, answering: progress
             return
         except KafkaException:
             self.outage.begin(f"{what}: {self._why(since)}", since)
@@ -206,7 +208,12 @@ class Faults:
         log.debug("%s", text)  # said through the loop's notes or events
         if kind == UNREACHABLE:
             self.troubles += 1
-            self.board.set(last_error=text)
+            self.board.set(last_error=text, unreachable_since=self.outage.since)
+            if self._waiting is None:
+                self._waiting = self.board.heartbeat.begin_wait(text)
         elif kind == BACK:
-            self.board.set(last_error=None)
+            self.board.set(last_error=None, unreachable_since=None)
+            if self._waiting is not None:
+                self.board.heartbeat.end_wait(self._waiting)
+                self._waiting = None
         self.board.emit(kind, text)

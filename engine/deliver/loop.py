@@ -29,6 +29,7 @@ from engine.deliver.rows import Batch, Rows
 from engine.deliver.shaper import Shaper, load_shaper
 from engine.deliver.status import DeliveryEvent, DeliveryStatus, StatusBoard
 from engine.errors import ZyncError
+from engine.heartbeat import Heartbeat
 from engine.kafka.codecs.formats import Format
 
 if TYPE_CHECKING:
@@ -198,6 +199,7 @@ class Delivery:
         self._recover(envelope, read_back())
         board = self._board
         while not stop.is_set():
+            board.heartbeat.beat()
             version = pool.refresh()
             if version != self._read_version:
                 self._deliver_to(envelope, version, stop)
@@ -226,7 +228,7 @@ class Delivery:
         self._woken.clear()
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
-        from engine.lake.pools import PoolError  # deferred: deltalake
+        from engine.lake.pool_errors import PoolError  # deferred: deltalake
 
         announced = False
         while True:
@@ -240,7 +242,7 @@ class Delivery:
                         "waiting", f"{self.topic}: waiting for pool {self.pool_name!r}"
                     )
                     announced = True
-                if stop.wait(1.0):
+                if self._board.heartbeat.wait_on(stop, 1.0, f"waiting for pool {self.pool_name!r}"):
                     return None
                 continue
             if pool.kind != "staging":
@@ -347,6 +349,7 @@ class Delivery:
         self._board.set(
             delivered_offset=last if delivered is None else max(last, delivered),
             records_delivered=status.records_delivered + produced,
+            bytes_delivered=status.bytes_delivered + sum(map(len, filter(None, batch.values))),
             last_produce_time=time.time() if produced else status.last_produce_time,
             rate=len(rows) / elapsed,
             last_error=None,
@@ -360,6 +363,11 @@ class Delivery:
             last_offset=last,
             version=version,
         )
+
+
+def heartbeat_of(delivery: Delivery) -> Heartbeat:
+    """A delivery's heartbeat: its loop beats it, its waits for Kafka are deliberate."""
+    return delivery._board.heartbeat
 
 
 def deliveries_of(

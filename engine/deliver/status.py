@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.heartbeat import Heartbeat
+
 
 @dataclass(frozen=True)
 class DeliveryEvent:
@@ -44,9 +46,13 @@ class DeliveryStatus:
     delivered_offset: int | None = None
     version: int | None = None
     records_delivered: int = 0
+    #: bytes of the message values produced
+    bytes_delivered: int = 0
     last_produce_time: float | None = None
     rate: float | None = None
     last_error: str | None = None
+    #: when Kafka stopped answering (an outage under way, engine.deliver.faults), else None
+    unreachable_since: float | None = None
 
     @property
     def lag(self) -> int | None:
@@ -64,6 +70,8 @@ class StatusBoard:
         self._lock = threading.Lock()
         self._status = status
         self.on_event: Callable[[DeliveryEvent], None] | None = None
+        #: the delivery's liveness: its loop beats, its waits for Kafka are deliberate
+        self.heartbeat = Heartbeat(status.topic)
 
     def get(self) -> DeliveryStatus:
         with self._lock:

@@ -37,7 +37,7 @@ from engine.etl.plan_context import (
     PassQuery,
 )
 from engine.etl.pools import EtlPools
-from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
+from engine.etl.rules import assign_sql, parses_in_assign, plan_rules
 from engine.etl.spark_errors import quiet_spark_errors
 from engine.etl.sql import quote
 from engine.etl.timings import Timings
@@ -180,7 +180,7 @@ def _evaluate(
     query = PassQuery(config, types, checked)
     names = (query.name("fresh"), query.name("done"))
     fresh_view, done_view, drop_views = read.register_input_views(spark, fresh, done, names)
-    assigned = query.name("assigned")
+    assigned = query.assigned = query.name("assigned")
     #: Temp views of this evaluation, and the frames it kept, freed at its end.
     views: list[str] = []
     kept: list[Kept] = []
@@ -195,8 +195,13 @@ def _evaluate(
     with quiet_spark_errors():
         try:
             cand = query.name("cand")
-            cand_sql = read.candidates_sql(fresh_view, done_view, small=True)
-            assigned_sql = f"WITH {cand} AS ({cand_sql})\n{assign_sql(config, cand, types)}"
+            if warm is None:
+                cand_sql = read.candidates_sql(fresh_view, done_view, small=True)
+                assigned_sql = f"WITH {cand} AS ({cand_sql})\n{assign_sql(config, cand, types)}"
+            else:  # the candidates made on the driver: one local relation (candidates_arrow)
+                spark.createDataFrame(read.candidates_arrow(warm.rows, done)).createOrReplaceTempView(cand)
+                views.append(cand)
+                assigned_sql = assign_sql(config, cand, types)
             # The rules read the assigned candidates at a dozen places of the statement
             # (each rule's sides, fates and outputs), so they are a view, not a CTE that
             # Spark would analyse and optimise again at each place. Cold, the view is kept
@@ -207,7 +212,9 @@ def _evaluate(
             present: set[int] | None = None
             if warm is None:
                 assigned_frame = spark.sql(assigned_sql)
-                if not any(isinstance(rule, TxnRule) for rule in config.transforms):
+                if parses_in_assign(config) and not any(
+                    isinstance(rule, TxnRule) for rule in config.transforms
+                ):
                     # only transaction rules read the JSON text again (with the types
                     # of all their topics merged); the others read the parsed columns
                     assigned_frame = assigned_frame.drop("key", "value")
@@ -225,11 +232,12 @@ def _evaluate(
             views.append(assigned)
             query.small = count <= BROADCAST_ROWS
             query.fates(fresh_view, label=None, status=quote(DEAD), where="__dead")
-            for index in range(len(config.transforms) if count else 0):
-                if present is None or index in present:
-                    plan_rule(query, index, assigned)
-            if count and (present is None or NO_RULE in present):
-                plan_unmatched(query, assigned)
+            if count:
+                plan_rules(
+                    query,
+                    (i for i in range(len(config.transforms)) if present is None or i in present),
+                    unmatched=present is None or NO_RULE in present,
+                )
             if count <= DRIVER_OUTPUT_ROWS:
                 return _local(spark.sql(query.text()).toArrow())
             # Spark inlines a CTE at each use: a large pass computes the ones it reads

@@ -23,7 +23,7 @@ from engine.etl.expiry import age, newest_timestamps
 from engine.etl.plan_context import NO_RULE, PassQuery
 from engine.etl.pools import EtlPools
 from engine.etl.result import NOTHING_NEW, ExpiredRecord, PendingRecord
-from engine.etl.rules import assign_sql, plan_rule, plan_unmatched
+from engine.etl.rules import assign_sql, plan_rules
 from engine.etl.spark_errors import quiet_spark_errors
 
 if TYPE_CHECKING:
@@ -199,11 +199,9 @@ def explain(pools: EtlPools) -> str:
     with read.input_views(spark, fresh, done, names) as (fresh_view, done_view), \
             quiet_spark_errors():  # fmt: skip
         cand = query.cte("cand", read.candidates_sql(fresh_view, done_view, small=True))
-        assigned = query.cte("assigned", assign_sql(cfg, cand, types))
+        query.assigned = query.cte("assigned", assign_sql(cfg, cand, types))
         query.fates(fresh_view, label=None, status="'dead'", where="__dead")
-        for index in range(len(cfg.transforms)):
-            plan_rule(query, index, assigned)
-        plan_unmatched(query, assigned)
+        plan_rules(query, range(len(cfg.transforms)))
         for index in range(len(cfg.transforms)):
             out.write(f"\n{cfg.describe_rule(index)} → {cfg.transforms[index].out}:\n")
             out.write(f"  {query.sql.get(index, '')}\n")

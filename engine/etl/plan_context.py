@@ -71,6 +71,9 @@ class PassQuery:
     config: EtlConfig
     types: Mapping[str, TopicTypes]
     checked: Checked
+    #: The view (or CTE) of the assigned candidates the rules read
+    #: (:func:`engine.etl.rules.assign_sql`).
+    assigned: str = ""
     #: Broadcast the small sides of joins (the candidates of a pass are few).
     small: bool = True
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
@@ -84,6 +87,9 @@ class PassQuery:
     #: every use, computing it again each time; a large pass computes these once and
     #: keeps them (:meth:`take_views`).
     shared: set[str] = field(default_factory=set)
+    #: Per input topic, the view of its assigned candidates parsed
+    #: (:func:`engine.etl.rules.topic_records`).
+    topic_views: dict[str, str] = field(default_factory=dict)
     _written: dict[str, TopicTypes] | None = field(default=None, init=False, repr=False)
 
     def name(self, base: str) -> str:
@@ -120,14 +126,16 @@ class PassQuery:
         *,
         label: str | None,
         status: str,
-        index: int = NO_RULE,
+        index: int | str = NO_RULE,
         where: str | None = None,
         pool: str = "pool",
         envelope: str = "",
         bundle: str = "NULL",
     ) -> None:
         """Fate rows of ``source`` (``envelope``: the struct holding ``seqno`` and
-        ``kafka``, e.g. ``right.``; empty for plain columns)."""
+        ``kafka``, e.g. ``right.``; empty for plain columns). ``label`` is the rule's
+        name, or None; ``index`` the rule's index, or SQL giving it (then ``label`` is
+        taken from the configuration's rule names by that index)."""
         kafka = f"{envelope}kafka"
         values = {
             "pool": pool,
@@ -138,6 +146,13 @@ class PassQuery:
             "ts": f"{kafka}.timestamp",
             "rule": "NULL" if label is None else quote(label),
             "ri": str(index),
+        }
+        if isinstance(index, str):
+            names = ", ".join(
+                quote(self.config.rule_label(i)) for i in range(len(self.config.transforms))
+            )
+            values["rule"] = f"element_at(array({names}), {index} + 1)"
+        values |= {
             "bundle": bundle,
             "status": status,
         }

@@ -19,8 +19,9 @@ from engine.etl.config import EtlConfig, EtlConfigError
 from engine.etl.cursors import Positions
 from engine.etl.envelopes import TopicTypes
 from engine.etl.tables import check_tables
-from engine.lake.pools import RAW, STAGING, Lake, Pool, PoolError
-from engine.lake.pools import TopicTypes as PoolTypes
+from engine.lake.pool_errors import PoolError
+from engine.lake.pools import RAW, STAGING, Lake, Pool
+from engine.lake.topic_types import TopicTypes as PoolTypes
 from engine.spark import SparkSource, spark_factory
 
 if TYPE_CHECKING:

@@ -44,6 +44,9 @@ class PassResult:
     expired: dict[str, int] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, int] = field(default_factory=dict)
+    #: Per rule (its label): the records this pass expired, and those still pending.
+    expired_rules: dict[str, int] = field(default_factory=dict)
+    pending_rules: dict[str, int] = field(default_factory=dict)
     #: Output offsets given, per output topic: (first, last).
     offsets: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: Cursors after the pass, and those this pass moved.
@@ -136,6 +139,8 @@ class PassResult:
             "expired": self.expired,
             "pending": self.pending,
             "outputs": self.outputs,
+            "expired_rules": self.expired_rules,
+            "pending_rules": self.pending_rules,
             "offsets": {t: list(v) for t, v in self.offsets.items()},
             "cursors": _tp_json(self.cursors),
             "moved": _tp_json(self.moved),

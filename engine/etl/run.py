@@ -64,6 +64,7 @@ from engine.etl.window import (
     readable,
     rows_above,
 )
+from engine.heartbeat import Heartbeat
 from engine.lake import delta
 from engine.lake.envelope import AVRO_FIELD, EXPIRED, PROCESSED, fit_rows, record_rows
 from engine.lake.pools import Lake, Pool
@@ -105,6 +106,9 @@ class EtlRunner:
         self.log_reads = log_reads  # small cold inputs read by delta-rs (engine.etl.window)
         self._idle: tuple[tuple[int, ...], int] | None = None
         self._idle_pending: dict[str, int] = {}
+        self._idle_pending_rules: dict[str, int] = {}
+        #: beaten at every phase of a pass (a service's liveness, engine.heartbeat)
+        self.heartbeat: Heartbeat | None = None
         self._window: Window | None = None
         self._marks: dict[str, RawMark] = {}
         self._timings = Timings()
@@ -166,6 +170,7 @@ class EtlRunner:
                     result.read_version = result.staging_version = self.staging.version
                     result.cursors = dict(positions.cursors)
                     result.pending = dict(self._idle_pending)
+                    result.pending_rules = dict(self._idle_pending_rules)
                     result.seconds = time.monotonic() - started
                     return result
                 plan = self._plan(positions, checked)
@@ -176,6 +181,7 @@ class EtlRunner:
                     if plan.empty:
                         self._idle = idle_key
                         self._idle_pending = dict(result.pending)
+                        self._idle_pending_rules = dict(result.pending_rules)
                         if not dry_run:
                             with timings.phase("window"):
                                 self._keep(plan, positions.staging_version)
@@ -232,7 +238,7 @@ class EtlRunner:
         return plan_pass(self.pools, positions, checked, warm, timings)
 
     def _timings_for_pass(self) -> Timings:
-        self._timings = Timings()
+        self._timings = Timings(on_phase=self.heartbeat.beat if self.heartbeat else None)
         return self._timings
 
     # -- the window kept between passes (engine.etl.window) ---------------------------
@@ -305,6 +311,8 @@ class EtlRunner:
         result.processed = mk.count_by(mk.where_status(plan.decided, PROCESSED), "topic")
         result.expired = mk.count_by(mk.where_status(plan.decided, EXPIRED), "topic")
         result.pending = mk.count_by(plan.pending, "topic")
+        result.expired_rules = _by_rule(mk.where_status(plan.decided, EXPIRED))
+        result.pending_rules = _by_rule(plan.pending)
         result.outputs = dict(plan.counts)
         for topic in result.outputs:
             first = plan.positions.next_offsets.get(topic, 0)
@@ -376,3 +384,11 @@ def pending(config: EtlConfig, lake: Lake, spark: SparkSession | None = None) ->
 def expired(config: EtlConfig, lake: Lake, spark: SparkSession | None = None) -> list[ExpiredRecord]:
     """Records the ETL expired, with their full envelope."""
     return EtlRunner(config, lake, spark).expired()
+
+
+def _by_rule(fates: pa.Table) -> dict[str, int]:
+    """Rows per rule label (``(no rule)`` for records no rule matched)."""
+    if fates.num_rows == 0 or "rule" not in fates.column_names:
+        return {}
+    rules = fates.column("rule").fill_null("(no rule)")
+    return mk.count_by(pa.table({"rule": rules}), "rule")

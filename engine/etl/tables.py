@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from engine.etl.config import EtlConfig, EtlConfigError, Table
 from engine.lake import delta
-from engine.lake.pools import Lake, PoolError
+from engine.lake.pool_errors import PoolError
+from engine.lake.pools import Lake
 from engine.lake.table_schema import key_problem, key_type_change, name_problem, value_fields
 from engine.lake.tables import TableError, open_table, table_location
 from engine.sparktypes import merge_optional

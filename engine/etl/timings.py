@@ -12,7 +12,7 @@ keeps). ``zync etl --profile`` prints them.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -32,13 +32,19 @@ class Timings:
 
     seconds: dict[str, float] = field(default_factory=dict)
     spark_jobs: int = 0
+    #: called as each phase begins and ends (a loop's heartbeat: progress)
+    on_phase: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         started = time.perf_counter()
+        if self.on_phase is not None:
+            self.on_phase()
         try:
             yield
         finally:
+            if self.on_phase is not None:
+                self.on_phase()
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
     def lines(self) -> list[str]:

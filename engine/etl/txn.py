@@ -77,7 +77,8 @@ def check_transaction_topic(tx: DataFrame, types: TopicTypes) -> None:
     ).schema
 
 
-def plan_txn(query: PassQuery, index: int, assigned: str) -> None:
+def plan_txn(query: PassQuery, index: int) -> None:
+    assigned = query.assigned
     """A txn rule's fates and outputs: its records grouped by transaction id (one
     shuffle), joined back to the bundles' records with the small status side
     broadcast."""

@@ -72,7 +72,9 @@ class ConsumeLoop:
         watch = self._watch
         fetched_all = False
         assigned_at = started
+        heartbeat = shared.heartbeat
         while not stop.is_set():
+            heartbeat.beat()  # every poll is progress; a hand-over blocked on a stuck writer is not
             if shared.error is not None:
                 return False
             rebalances = positions.rebalances

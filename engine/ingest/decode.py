@@ -43,6 +43,16 @@ class RegistryLookup:
             self._lookup = RegistrySchemas(self._profile or load_registry_profile())
         return self._lookup
 
+    def prefetch(self, schema_ids: set[int]) -> None:
+        """Look up these ids at once (:meth:`RegistrySchemas.prefetch`), when a registry
+        is configured; anything that fails is left to the decoders, which report it."""
+        try:
+            lookup = self()
+        except Exception:  # noqa: BLE001 - no registry: the decoders say so
+            return
+        if isinstance(lookup, RegistrySchemas):
+            lookup.prefetch(schema_ids)
+
 
 class PartDecoder:
     """Decodes the keys or the values of one topic, and knows their Spark type."""

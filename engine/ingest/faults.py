@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaError, KafkaException
 
 from engine.kafka.clients import KafkaUnavailable
-from engine.kafka.outage import Outage
+from engine.kafka.outage import BACK, UNREACHABLE, Outage
 from engine.kafka.registry_client import RegistryUnreachable
 
 if TYPE_CHECKING:
@@ -131,6 +131,7 @@ class KafkaWatch:
     def _report(self, kind: str, text: str) -> None:
         self._noted.clear()  # after an outage, say again what goes wrong
         log.debug("%s", text)  # said through the loop's notes or events
+        _outage(self._shared, "kafka", kind, text)
         self._shared.note(text, kind)
 
 
@@ -156,6 +157,7 @@ class RegistryWait:
             try:
                 prepared = self._prepare(batch)
             except RegistryUnreachable as exc:
+                self._shared.heartbeat.beat()
                 if self.outage is None:
                     self.outage = Outage(exc.where, self._report)
                 if self.outage.begin(exc.reason):
@@ -164,7 +166,9 @@ class RegistryWait:
                         "decoded (none becomes a dead letter for an outage)"
                     )
                 wait = min(wait * 2, REGISTRY_BACKOFF)
-                if self._stop.wait(wait):
+                with self._shared.heartbeat.waiting(f"waiting for {exc.where}"):
+                    stopped = self._stop.wait(wait)
+                if stopped:
                     self._shared.note(
                         f"stopped while waiting for {exc.where}: the records not committed "
                         "are read again on the next start"
@@ -177,7 +181,17 @@ class RegistryWait:
 
     def _report(self, kind: str, text: str) -> None:
         log.debug("%s", text)  # said through the loop's notes or events
+        _outage(self._shared, "registry", kind, text)
         self._shared.note(text, kind)
+
+
+def _outage(shared: LoopState, dependency: str, kind: str, text: str) -> None:
+    """Keep an outage under way in the loop's state (its snapshot tells the API)."""
+    with shared.lock:
+        if kind == UNREACHABLE:
+            shared.outages[dependency] = text
+        elif kind == BACK:
+            shared.outages.pop(dependency, None)
 
 
 def _why(error: KafkaError, *, timeout: float | None = None) -> str:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from engine.heartbeat import Heartbeat
 from engine.ingest.assignment import Assignment
 from engine.ingest.consume import ConsumeLoop
 from engine.ingest.decode import PartDecoder, RegistryLookup
@@ -61,6 +62,7 @@ class Ingest:
         registry: RegistryProfile | None = None,
         options: IngestOptions | None = None,
         spark: SparkSession | Callable[[], SparkSession] | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.inputs = list(inputs)
         if not self.inputs:
@@ -83,6 +85,8 @@ class Ingest:
         if self.options.shaper is not None:
             self._shaper = Shaper(self.options.shaper, source=self.options.shaper_source)
         self._shared = LoopState()
+        if heartbeat is not None:  # a service's: its liveness (engine.heartbeat)
+            self._shared.heartbeat = heartbeat
         self._route: dict[str, str] = {}  # topic -> pool
         self._decoders: dict[tuple[str, str], PartDecoder] = {}
         self._thread: threading.Thread | None = None
@@ -160,7 +164,14 @@ class Ingest:
             if self._shaper is not None:
                 self._shaper.check_syntax(self._get_spark())
             positions = Positions(shared, grouped)
-            preparer = Preparer(shared, self.options, self._decoders, self._shaper, self._get_spark)
+            preparer = Preparer(
+                shared,
+                self.options,
+                self._decoders,
+                self._shaper,
+                self._get_spark,
+                prefetch=self._lookup.prefetch,
+            )
             registry = RegistryWait(shared, stop, preparer.prepare)
             writer = Writer(shared, positions, self.kafka, gc, on_commit)
             stages = Stages(shared, registry.prepare, writer.write)

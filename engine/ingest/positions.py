@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from engine.lake import delta
-from engine.lake.pools import ingest_app
+from engine.lake.appends import ingest_app
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer

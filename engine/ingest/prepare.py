@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
@@ -17,8 +17,8 @@ from engine.ingest.dead_letters import DECODE_STAGE, Bad, refuse, with_dead_lett
 from engine.ingest.decode import Texts
 from engine.kafka.codecs.errors import DecodeError
 from engine.lake.envelope import KAFKA_TYPE, ROW_SCHEMA, record_rows
-from engine.lake.pools import TopicTypes
 from engine.lake.shaper import STAGE
+from engine.lake.topic_types import TopicTypes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +42,10 @@ class Prepared:
     started: float
     timings: dict[str, float]
     generation: int = 0
+    #: per topic: the batch's records and their values' bytes; dead letters per stage
+    topic_records: dict[str, int] = field(default_factory=dict)
+    topic_bytes: dict[str, int] = field(default_factory=dict)
+    dead_stages: dict[str, int] = field(default_factory=dict)
 
 
 class Preparer:
@@ -54,12 +58,14 @@ class Preparer:
         decoders: Mapping[tuple[str, str], PartDecoder],
         shaper: Shaper | None,
         spark: Callable[[], SparkSession],
+        prefetch: Callable[[set[int]], None] | None = None,
     ) -> None:
         self._shared = shared
         self._options = options
         self._decoders = decoders
         self._shaper = shaper
         self._spark = spark
+        self._prefetch = prefetch
 
     def prepare(self, batch: Batch) -> Prepared:
         started = time.monotonic()
@@ -78,6 +84,11 @@ class Preparer:
             for i, t in enumerate(topic_of):
                 groups.setdefault(t, []).append(i)
             by_topic = groups
+        # len(message) is its value's size (what --max-bytes counts)
+        if len(by_topic) == 1:
+            topic_bytes = {next(iter(by_topic)): sum(map(len, messages))}
+        else:
+            topic_bytes = {t: sum(len(messages[i]) for i in rows) for t, rows in by_topic.items()}
         partitions = cast("list[int]", [m.partition() for m in messages])
         offsets = cast("list[int]", [m.offset() for m in messages])
         millis = [m.timestamp()[1] for m in messages]  # -1: the broker gave none
@@ -86,6 +97,10 @@ class Preparer:
         del messages, batch
         timings = {"extract": time.monotonic() - started}
 
+        if self._prefetch is not None and len(by_topic) > 1:
+            # a batch of many topics: their writer schemas fetched at once, not one
+            # request after the other as each topic's turn comes
+            self._prefetch(_schema_ids(by_topic, keys, values))
         key_text: Texts = [None] * n
         value_text: Texts = [None] * n
         bad: Bad = {}  # row -> (stage, error)
@@ -143,9 +158,15 @@ class Preparer:
 
         positions = batch_positions(topics, part_arr, off_arr)
         timings["build"] = time.monotonic() - started - sum(timings.values())
+        stages: dict[str, int] = {}
+        for stage, _error in bad.values():
+            stages[stage] = stages.get(stage, 0) + 1
         return Prepared(
-            batch_pool, rows_table, positions, wanted, len(bad), started, timings, generation
-        )
+            batch_pool, rows_table, positions, wanted, len(bad), started, timings, generation,
+            topic_records={t: len(rows) for t, rows in by_topic.items()},
+            topic_bytes=topic_bytes,
+            dead_stages=stages,
+        )  # fmt: skip
 
     def _shape(
         self,
@@ -203,3 +224,20 @@ def batch_positions(
             strict=True,
         )
     }
+
+
+def _schema_ids(
+    by_topic: Mapping[str, Sequence[int]],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+) -> set[int]:
+    """The schema ids in the Confluent wire-format headers of each topic's first and
+    last key and value (a schema rarely changes within a topic's part of a batch; the
+    decoders look up any other)."""
+    ids = set()
+    for rows in by_topic.values():
+        for i in {rows[0], rows[-1]}:
+            for data in (keys[i], values[i]):
+                if data is not None and len(data) >= 5 and data[0] == 0:
+                    ids.add(int.from_bytes(data[1:5], "big"))
+    return ids

@@ -14,13 +14,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from engine.errors import ZyncError
+from engine.heartbeat import Heartbeat
 from engine.ingest.stats import CommitRef, IngestStats, PartitionStats, PoolStats
-from engine.lake.pools import PoolError
+from engine.lake.pool_errors import PoolError
 
 if TYPE_CHECKING:
     from engine.ingest.group_mirror import Mirror
     from engine.lake.maintenance import Upkeep
-    from engine.lake.pools import Pool, TopicTypes
+    from engine.lake.pools import Pool
+    from engine.lake.topic_types import TopicTypes
 
 log = logging.getLogger("engine.from_kafka")
 
@@ -56,6 +58,9 @@ class PoolState:
         self.last_commit_at: float | None = None
         self.last_commit_records = 0
         self.window: deque[tuple[float, int]] = deque()
+        self.topic_records: dict[str, int] = {}
+        self.topic_bytes: dict[str, int] = {}
+        self.dead_stages: dict[str, int] = {}
         self.positions: dict[TopicPart, int | None] = {}
         self.next: dict[TopicPart, int] = {}
         self.recorded: dict[str, TopicTypes] = {}
@@ -87,6 +92,10 @@ class LoopState:
         self.watermarks: dict[TopicPart, tuple[int, int]] = {}
         self.mirrors: dict[str, Mirror] = {}
         self.listener: NoteListener | None = None
+        #: beaten by the consumer thread, waited on by the decoder (engine.heartbeat)
+        self.heartbeat = Heartbeat("from-kafka")
+        #: outages under way, by dependency (``kafka``, ``registry``)
+        self.outages: dict[str, str] = {}
 
     def begin(self) -> None:
         """A fresh run (the console may start a stopped loop again): counts and pools
@@ -100,6 +109,7 @@ class LoopState:
             self.pools = {}
             self.mirrors = {}
             self.watermarks = {}
+            self.outages = {}
 
     def set_state(self, state: str, *, when: str | None = None) -> None:
         """Move to ``state`` (``when``: only from that state)."""
@@ -163,6 +173,9 @@ class LoopState:
                         group=st.group,
                         group_error=mirror.error if mirror else None,
                         partitions=partitions,
+                        topic_records=dict(st.topic_records),
+                        topic_bytes=dict(st.topic_bytes),
+                        dead_stages=dict(st.dead_stages),
                     )
                 )
             idle = None
@@ -179,6 +192,7 @@ class LoopState:
                 error=describe(error) if error is not None else None,
                 idle_seconds=idle if self.state == "running" else None,
                 notes=tuple(self.notes),
+                outages=dict(self.outages),
             )
 
 

@@ -5,7 +5,7 @@ by the console and ``zync run``), per pool and per partition, and one
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 def _total(lags: Sequence[int | None]) -> int | None:
@@ -61,6 +61,11 @@ class PoolStats:
     group: str | None = None
     group_error: str | None = None
     partitions: tuple[PartitionStats, ...] = ()
+    #: per topic: records committed (dead letters included) and their values' bytes
+    topic_records: Mapping[str, int] = field(default_factory=dict)
+    topic_bytes: Mapping[str, int] = field(default_factory=dict)
+    #: dead letters committed per stage (``decode``, ``shaper``)
+    dead_stages: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def lag(self) -> int | None:
@@ -92,6 +97,8 @@ class IngestStats:
     error: str | None = None
     idle_seconds: float | None = None
     notes: tuple[str, ...] = ()
+    #: outages under way, by dependency (``kafka``, ``registry``): the line that began it
+    outages: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def records(self) -> int:

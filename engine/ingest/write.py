@@ -22,7 +22,7 @@ from engine.ingest.group_mirror import GroupMirror
 from engine.ingest.positions import tp_list
 from engine.ingest.state import describe
 from engine.ingest.stats import CommitInfo, CommitRef
-from engine.lake.pools import PoolError
+from engine.lake.pool_errors import PoolError
 
 if TYPE_CHECKING:
     from engine.ingest.gc_pause import GcPause
@@ -113,6 +113,10 @@ class Writer:
                 state.commits += 1
                 state.records += result.rows
                 state.dead_letters += dead
+                if exact:  # else another writer committed part of it: counted as its rows
+                    _add(state.topic_records, prepared.topic_records)
+                    _add(state.topic_bytes, prepared.topic_bytes)
+                    _add(state.dead_stages, prepared.dead_stages)
                 state.last_commit_at = now
                 state.last_commit_records = result.rows
                 state.window.append((time.monotonic(), result.rows))
@@ -186,6 +190,11 @@ class Writer:
             rebalanced = self._positions.rebalances != prepared.generation
         moved = {tp for tp in gapped if tp not in owned or rebalanced}
         return moved if moved == gapped else set()
+
+
+def _add(totals: dict[str, int], more: Mapping[str, int]) -> None:
+    for key, n in more.items():
+        totals[key] = totals.get(key, 0) + n
 
 
 def without_partitions(rows: pa.Table, gone: set[TopicPart]) -> pa.Table:

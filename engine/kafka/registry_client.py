@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import ZyncError
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
 _NOT_FOUND = {40401, 40402, 40403}
+#: Lookups :meth:`RegistrySchemas.prefetch` makes at once.
+_PREFETCHERS = 8
 
 
 class RegistryUnavailable(ZyncError):
@@ -92,6 +96,30 @@ class RegistrySchemas:
         with self._lock:
             self._by_id[schema_id] = text
         return text
+
+    def prefetch(self, schema_ids: Iterable[int]) -> None:
+        """Look up the ids not known yet at once, over several connections: a batch of
+        hundreds of topics meets hundreds of schemas, and one request after the other
+        made from-kafka's first batch wait for the registry. Errors are left to
+        :meth:`lookup` (an id the registry does not know becomes a dead letter there)."""
+        with self._lock:
+            todo = sorted(set(schema_ids) - self._by_id.keys())
+        if len(todo) < 2:
+            return
+        unreachable = threading.Event()
+
+        def fetch(schema_id: int) -> None:
+            if unreachable.is_set():
+                return  # no use asking again: the decoders wait for the registry
+            try:
+                self.lookup(schema_id)
+            except RegistryUnreachable:
+                unreachable.set()
+            except Exception:  # noqa: BLE001 - lookup() reports it when it matters
+                pass
+
+        with ThreadPoolExecutor(min(_PREFETCHERS, len(todo))) as pool:
+            list(pool.map(fetch, todo))
 
     def register(self, subject: str, schema: str | dict[str, Any]) -> int:
         """Register an Avro schema under ``subject`` (same schema → same id)."""

@@ -2,10 +2,10 @@
 
 A lake is a directory or an ``s3://`` prefix (:mod:`engine.lake.location`); each pool is
 a Delta table in ``<lake>/<name>`` with the rows of :mod:`engine.lake.envelope` (and, in
-a staging pool, ``avro``). Its description holds zync's metadata as JSON: ``{"zync":
-{"kind": "raw"|"staging", "types": {topic: {"key": ..., "value": ...}}}}`` — the Spark
-type of each topic's key and value (JSON of a Spark ``DataType``), which is how SQL
-sees typed structs over the JSON text the rows hold.
+a staging pool, ``avro``). Its description says its kind as JSON (``{"zync": {"kind":
+"raw"|"staging", "format": 2}}``); the Spark type of each topic's key and value, which is
+how SQL sees typed structs over the JSON text the rows hold, is in type files the table
+property ``zync.types`` names (:mod:`engine.lake.topic_types`).
 
 Positions live in the Delta log itself, as ``txn`` actions committed with the data:
 
@@ -19,25 +19,20 @@ Other loops (ETL, to-kafka) keep their own app ids next to these, see
 
 from __future__ import annotations
 
-import json
-import random
 import re
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from engine.lake import delta, spark_rows, upgrade
+from engine.lake import appends, delta, spark_rows, upgrade
+from engine.lake.appends import MAX_COMMIT_ATTEMPTS, SEQNO_APP, AppendResult, ingest_app
 from engine.lake.commit_guard import CommitGuard
 from engine.lake.envelope import (
     IS_RECORD,
-    ROW_SCHEMA,
     STAGING_TABLE_SCHEMA,
     TABLE_SCHEMA,
     fit_rows,
@@ -46,8 +41,17 @@ from engine.lake.envelope import (
     with_seqno,
 )
 from engine.lake.location import Location, parse_location
+from engine.lake.pool_errors import NotAPool, PoolError, PoolNotFound
+from engine.lake.topic_types import (
+    TYPES_PROPERTY,
+    PoolMeta,
+    TopicTypes,
+    TypeFiles,
+    merge_topic_types,
+    pool_description,
+    read_meta,
+)
 from engine.lake.txns import TxnVersions
-from engine.sparktypes import merge_type_json
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
@@ -57,73 +61,8 @@ if TYPE_CHECKING:
 RAW = "raw"
 STAGING = "staging"
 KINDS = (RAW, STAGING)
-SEQNO_APP = "zync.seqno"
-MAX_COMMIT_ATTEMPTS = 50
 CHECKPOINT_EVERY = 100
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$")
-
-
-class PoolError(RuntimeError):
-    """A pool cannot be created, opened or written; the message says why."""
-
-
-class PoolNotFound(PoolError):
-    pass
-
-
-class NotAPool(PoolError):
-    pass
-
-
-def ingest_app(topic: str, partition: int) -> str:
-    """The Delta txn app id holding the last offset of (topic, partition) in a pool."""
-    return f"zync.in/{topic}/{partition}"
-
-
-@dataclass
-class TopicTypes:
-    """The Spark types (as DataType JSON) of a topic's keys and values in a pool."""
-
-    key: str | None = None
-    value: str | None = None
-
-    def to_json(self) -> dict[str, str | None]:
-        return {"key": self.key, "value": self.value}
-
-
-@dataclass
-class PoolMeta:
-    kind: str
-    types: dict[str, TopicTypes] = field(default_factory=dict)
-
-    def to_description(self) -> str:
-        types = {topic: t.to_json() for topic, t in sorted(self.types.items())}
-        return json.dumps({"zync": {"kind": self.kind, "types": types}}, sort_keys=True)
-
-    @classmethod
-    def from_description(cls, text: str | None) -> PoolMeta | None:
-        try:
-            data = json.loads(text or "")
-            zync = data["zync"]
-            types = {
-                topic: TopicTypes(key=t.get("key"), value=t.get("value"))
-                for topic, t in zync.get("types", {}).items()
-            }
-            return cls(kind=zync["kind"], types=types)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    """What :meth:`Pool.append_records` committed (``version`` None: nothing new)."""
-
-    version: int | None
-    rows: int
-    first_seqno: int | None = None
-    last_seqno: int | None = None
-    skipped: int = 0
-    attempts: int = 1
 
 
 class Lake:
@@ -188,14 +127,13 @@ class Lake:
             where.make_dirs()
         except OSError as exc:
             raise PoolError(f"cannot create pool {name!r} at {where}: {exc.strerror}") from exc
-        meta = PoolMeta(kind=kind)
         try:
             DeltaTable.create(
                 where.uri,
                 schema=STAGING_TABLE_SCHEMA if kind == STAGING else TABLE_SCHEMA,
                 mode="error",
                 name=name,
-                description=meta.to_description(),
+                description=pool_description(kind),
                 storage_options=where.storage_options(),
             )
         except Exception as exc:  # another creator won the race
@@ -218,24 +156,12 @@ class Lake:
             ) from None
         pool = Pool(name, where, table, self.guard)
         upgrade.upgrade(pool.table, staging=pool.kind == STAGING)  # an earlier zync's pool
+        if pool.meta.legacy:
+            pool.move_legacy_types()
         return pool
 
     def drop_pool(self, name: str) -> None:
         self.pool_location(name).remove_tree()
-
-
-def merge_topic_types(
-    base: Mapping[str, TopicTypes], types: Mapping[str, TopicTypes]
-) -> dict[str, TopicTypes]:
-    """``base`` with ``types`` merged in, topic by topic (struct fields are merged)."""
-    merged = dict(base)
-    for topic, new in types.items():
-        old = merged.get(topic, TopicTypes())
-        merged[topic] = TopicTypes(
-            key=merge_type_json(old.key, new.key),
-            value=merge_type_json(old.value, new.value),
-        )
-    return merged
 
 
 class Pool:
@@ -252,7 +178,8 @@ class Pool:
         self.location = location if isinstance(location, Location) else parse_location(location)
         self.table = table
         self.guard = guard or CommitGuard(self.location)
-        self.meta = _pool_meta(self.location, table)
+        self._type_files = TypeFiles(self.location)
+        self.meta = _pool_meta(self.location, table, self._type_files)
         self._txns = TxnVersions()
 
     def __repr__(self) -> str:
@@ -285,7 +212,7 @@ class Pool:
         before = self.table.version()
         self.table.update_incremental()
         if self.table.version() != before:
-            self.meta = PoolMeta.from_description(self.table.metadata().description) or self.meta
+            self.meta = self._read_meta()
         return self.table.version()
 
     def latest_version(self) -> int:
@@ -313,36 +240,79 @@ class Pool:
         return self.meta.types.get(topic)
 
     def record_types(self, types: Mapping[str, TopicTypes]) -> bool:
-        """Merge topic types into the pool's metadata; True when that changed it.
+        """Merge topic types into the pool's; True when that changed them.
 
         Types only grow (struct fields are merged), so recording them before the data
-        commit that needs them is safe even if that commit is then retried or lost.
-        """
+        commit that needs them is safe even if that commit is then retried or lost. A
+        concurrent change of the pool's metadata is merged again; any other failure
+        stops at once (:class:`PoolError`, naming the pool and the cause)."""
         if merge_topic_types(self.meta.types, types) == self.meta.types:
             return False
         self.guard.require_safe_commits()
         for _ in range(MAX_COMMIT_ATTEMPTS):
-            # merge into the newest metadata: another writer may have widened the same
-            # topic's types since this snapshot, and its widening must not be lost
+            # merge into the newest types: another writer may have widened the same
+            # topic's since this snapshot, and its widening must not be lost
             self.refresh()
             merged = merge_topic_types(self.meta.types, types)
             if merged == self.meta.types:
                 return False
-            meta = PoolMeta(kind=self.meta.kind, types=merged)
             try:
-                self.table.alter.set_table_description(
-                    meta.to_description(),
-                    commit_properties=CommitProperties(custom_metadata={"zync.op": "types"}),
-                )
-            except (delta.CommitFailedError, delta.DeltaError):
-                continue  # a concurrent commit (e.g. "Metadata changed"): merge again
-            self.refresh()
-            self.meta = meta
+                self._commit_types(merged, op="types")
+            except delta.CommitFailedError:
+                continue  # another writer changed the metadata meanwhile: merge again
             return True
         raise PoolError(
             f"pool {self.name!r}: gave up recording types after {MAX_COMMIT_ATTEMPTS} "
-            "conflicting commits"
+            "concurrent changes of its metadata"
         )
+
+    def move_legacy_types(self) -> None:
+        """Move the types an earlier zync kept in the table's description into type
+        files (two metadata commits: the files' index, then the description). Best
+        effort, as :func:`engine.lake.upgrade.upgrade`: a pool that cannot take the
+        commits is read as before, and the next open tries again."""
+        legacy = self.meta
+        try:
+            self.guard.require_safe_commits()
+            if legacy.types:
+                self._commit_types(legacy.types, op="upgrade")
+            self.table.alter.set_table_description(
+                pool_description(self.kind),
+                commit_properties=CommitProperties(
+                    custom_metadata={"zync.op": "upgrade", "zync.upgrade": "type-files"}
+                ),
+            )
+        except (PoolError, delta.DeltaError, OSError):
+            pass
+        self.refresh()
+        self.meta = self._read_meta()
+
+    def _commit_types(self, types: Mapping[str, TopicTypes], *, op: str) -> None:
+        """Write the type files of ``types`` and commit their index as the pool's
+        (raises ``CommitFailedError`` when another writer changed the metadata first)."""
+        try:
+            index = self._type_files.save(types)
+        except OSError as exc:
+            raise PoolError(f"pool {self.name!r}: cannot write its type files: {exc}") from exc
+        try:
+            self.table.alter.set_table_properties(
+                {TYPES_PROPERTY: index},
+                raise_if_not_exists=False,
+                commit_properties=CommitProperties(custom_metadata={"zync.op": op}),
+            )
+        except delta.CommitFailedError:
+            raise
+        except delta.DeltaError as exc:
+            raise PoolError(f"pool {self.name!r}: cannot record its topics' types: {exc}") from exc
+        self.refresh()
+        self.meta = self._read_meta()  # the commit moved `table` itself: refresh saw no change
+
+    def _read_meta(self) -> PoolMeta:
+        try:
+            meta = read_meta(self.table, self._type_files, self.meta)
+        except (OSError, ValueError, KeyError) as exc:
+            raise PoolError(f"pool {self.name!r}: cannot read its type files: {exc}") from exc
+        return meta or self.meta
 
     # -- writing ----------------------------------------------------------------------
 
@@ -354,78 +324,14 @@ class Pool:
         starts: Mapping[tuple[str, int], int] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> AppendResult:
-        """Append ingested rows and their positions in one commit, exactly once.
+        """Append ingested rows and their positions in one commit, exactly once
+        (:func:`engine.lake.appends.append_records`)."""
+        return appends.append_records(self, rows, positions, starts=starts, metadata=metadata)
 
-        ``rows`` has :data:`ROW_SCHEMA` (records and dead letters, in offset order per
-        partition) and ``positions`` the last offset consumed per (topic, partition) —
-        which may be past the last row (e.g. a filtered record). Rows at or below a
-        position this pool already holds are dropped (another writer committed them),
-        seqnos are assigned after the pool's last one, and the commit carries the new
-        positions and seqno as Delta txn actions. The commit is made only if the pool is
-        still at the version it was planned on; otherwise it is re-planned on the new
-        snapshot (so concurrent writers never commit a position or a seqno twice).
-
-        ``starts`` (optional) is, per (topic, partition), the first offset the batch
-        covers (where its consumer was positioned). If the pool's position is before
-        ``start - 1``, committing would skip the offsets in between: that raises
-        :class:`PoolError` instead (a guard against seeking bugs).
-        """
-        rows = rows.select(ROW_SCHEMA.names).cast(ROW_SCHEMA)
-        _check_within(rows, positions)
-        self.guard.require_safe_commits()
-        delay = 0.005
-        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-            self.refresh()
-            planned_on = self.version
-            stored = {tp: self.position(*tp) for tp in positions}
-            for tp, start in (starts or {}).items():
-                have = stored.get(tp)
-                if have is not None and start > have + 1:
-                    raise PoolError(
-                        f"pool {self.name!r}: a batch of {tp[0]}[{tp[1]}] starts at offset "
-                        f"{start} but the pool holds offsets up to {have}: committing it "
-                        "would skip records"
-                    )
-            todo = {
-                tp: off for tp, off in positions.items() if (have := stored[tp]) is None or off > have
-            }
-            if not todo:
-                return AppendResult(None, 0, skipped=rows.num_rows, attempts=attempt)
-            fresh = _drop_committed(rows, stored)
-            first = self.last_seqno() + 1
-            table = with_seqno(fresh, first)
-            txns = {ingest_app(topic, part): off for (topic, part), off in todo.items()}
-            last = first + fresh.num_rows - 1
-            if fresh.num_rows:
-                txns[SEQNO_APP] = last
-            try:
-                delta.commit_arrow(
-                    self.table,
-                    table,
-                    app_transactions=txns,
-                    expect_version=planned_on,
-                    metadata={"zync.op": "ingest", **(metadata or {})},
-                )
-            except delta.CommitConflict:
-                # another writer committed first: back off a little (two writers that
-                # retry in lockstep would keep colliding) and re-plan on its snapshot
-                time.sleep(random.uniform(0, delay))
-                delay = min(delay * 2, 0.5)
-                continue
-            self._txns.committed(planned_on, self.refresh(), txns)  # loads the new snapshot
-            return AppendResult(
-                # the commit was made exactly on `planned_on`; the refreshed table may
-                # already show a later writer's commit too
-                version=planned_on + 1,
-                rows=fresh.num_rows,
-                first_seqno=first if fresh.num_rows else None,
-                last_seqno=last if fresh.num_rows else None,
-                skipped=rows.num_rows - fresh.num_rows,
-                attempts=attempt,
-            )
-        raise PoolError(
-            f"pool {self.name!r}: gave up after {MAX_COMMIT_ATTEMPTS} conflicting commits"
-        )
+    def committed(self, planned_on: int, txns: Mapping[str, int]) -> None:
+        """After this object's own commit on version ``planned_on``, which wrote
+        ``txns``: load the new snapshot, keeping what is known of the txns."""
+        self._txns.committed(planned_on, self.refresh(), txns)
 
     def commit_rows(
         self,
@@ -477,7 +383,7 @@ class Pool:
             except delta.CommitConflict:
                 delta.remove_files(self.location, files)
                 raise
-        self._txns.committed(expect_version, self.refresh(), txns)  # loads the new snapshot
+        self.committed(expect_version, txns)
         if self.version % CHECKPOINT_EVERY == 0:
             self.table.create_checkpoint()  # keeps loading and committing cheap
         return self.version
@@ -538,9 +444,12 @@ class Pool:
         return spark_rows.spark_types_of([found] if found else [])
 
 
-def _pool_meta(location: Location, table: DeltaTable) -> PoolMeta:
+def _pool_meta(location: Location, table: DeltaTable, files: TypeFiles) -> PoolMeta:
     """The zync metadata of a Delta table, or :class:`NotAPool` saying what is missing."""
-    meta = PoolMeta.from_description(table.metadata().description)
+    try:
+        meta = read_meta(table, files)
+    except (OSError, ValueError, KeyError) as exc:
+        raise PoolError(f"pool at {location}: cannot read its type files: {exc}") from exc
     problems = shape_problems(delta.arrow_schema(table))
     if meta is None:
         problems.insert(0, "its description has no zync metadata")
@@ -551,50 +460,3 @@ def _pool_meta(location: Location, table: DeltaTable) -> PoolMeta:
 
 def _sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _kafka_columns(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray]:
-    kafka = rows.column("kafka")
-    return (
-        pc.struct_field(kafka, "topic"),
-        pc.struct_field(kafka, "partition"),
-        pc.struct_field(kafka, "offset"),
-    )
-
-
-def _check_within(rows: pa.Table, positions: Mapping[tuple[str, int], int]) -> None:
-    """Every row's (topic, partition) has a position, at or after the row's offset."""
-    if rows.num_rows == 0:
-        return
-    topic, partition, offset = _kafka_columns(rows)
-    last = (
-        pa.table({"t": topic, "p": partition, "o": offset})
-        .filter(pc.is_valid(topic))
-        .group_by(["t", "p"])
-        .aggregate([("o", "max")])
-    )
-    for t, p, o in zip(
-        last.column("t").to_pylist(),
-        last.column("p").to_pylist(),
-        last.column("o_max").to_pylist(),
-        strict=True,
-    ):
-        position = positions.get((t, p))
-        if position is None or o > position:
-            raise ValueError(
-                f"rows of {t}[{p}] go up to offset {o} but the batch's position is {position}"
-            )
-
-
-def _drop_committed(rows: pa.Table, stored: Mapping[tuple[str, int], int | None]) -> pa.Table:
-    """Rows whose (topic, partition) position in the pool is below their offset."""
-    limits = {tp: off for tp, off in stored.items() if off is not None}
-    if not limits or rows.num_rows == 0:
-        return rows
-    topic, partition, offset = _kafka_columns(rows)
-    drop = None
-    for (t, p), limit in limits.items():
-        here = pc.and_(pc.and_(pc.equal(topic, t), pc.equal(partition, p)), pc.less_equal(offset, limit))
-        drop = here if drop is None else pc.or_(drop, here)
-    assert drop is not None
-    return rows.filter(pc.invert(pc.fill_null(drop, False)))

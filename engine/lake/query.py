@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING
 from engine.errors import ZyncError
 from engine.lake import delta
 from engine.lake.envelope import IS_DEADLETTER, IS_MARKER
-from engine.lake.pools import STAGING, Lake, Pool, PoolError
+from engine.lake.pool_errors import PoolError
+from engine.lake.pools import STAGING, Lake, Pool
 from engine.lake.sqltext import Kind, SqlTextError, quote_name, tokens
 from engine.lake.table_views import TableView, drop_versioned, register_tables
 from engine.lake.tables import lake_tables

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
     from engine.lake.location import Location
-    from engine.lake.pools import TopicTypes
+    from engine.lake.topic_types import TopicTypes
 
 
 def write_files(pool: Location, df: DataFrame, label: str) -> list[delta.WrittenFile]:

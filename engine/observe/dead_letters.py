@@ -36,7 +36,7 @@ class DeadLetters:
     def listing(self, pool_name: str | None = None, limit: int = 1000) -> list[DeadLetter]:
         """The dead letters of one raw pool (or every raw pool), newest first."""
         # deferred, like every heavy import of engine.observe
-        from engine.lake.pools import NotAPool
+        from engine.lake.pool_errors import NotAPool
 
         names = [pool_name] if pool_name else self.pools.lake.pool_names()
         out: list[DeadLetter] = []

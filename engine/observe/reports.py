@@ -37,6 +37,9 @@ class TopicSnapshot:
     #: Outputs: the envelope to-kafka delivers in, and the staging topic carried.
     envelope: str | None = None
     staged: str | None = None
+    #: Outputs: the last pool offset delivered to the topic (read from its tail), the
+    #: same unit as ``lake_offset`` (the last staged): ``high`` stays Kafka's own.
+    delivered_offset: int | None = None
 
 
 @dataclass(frozen=True)

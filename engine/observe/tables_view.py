@@ -10,6 +10,7 @@ sees.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from engine.errors import one_line
 
 if TYPE_CHECKING:
+    from engine.apply.loop import TableStatus
     from engine.etl.config import EtlConfig
     from engine.lake.location import Location
     from engine.lake.pools import Lake, Pool
@@ -54,6 +56,25 @@ class TablesReport:
     taken_at: float
     tables: tuple[TableSnapshot, ...] = ()
     error: str | None = None
+
+
+def with_apply_status(report: TablesReport, statuses: Sequence[TableStatus]) -> TablesReport:
+    """``report`` with what a running apply loop knows laid over it: the staging version
+    each table reflects (staging versions it looked at and found nothing in for the table
+    included), the newest it saw, and its last error."""
+    seen = {s.name: s for s in statuses}
+    rows = []
+    for table in report.tables:
+        status = seen.get(table.name)
+        if status is not None:
+            table = dataclasses.replace(
+                table,
+                applied=status.applied if status.applied is not None else table.applied,
+                staged=status.staged if status.staged is not None else table.staged,
+                error=status.error or table.error,
+            )
+        rows.append(table)
+    return dataclasses.replace(report, tables=tuple(rows))
 
 
 class TablesView:

@@ -50,6 +50,7 @@ class TopicsView:
         self.clock = clock
         self.rates = Rates()
         self._topics_cache: dict[str, tuple[int, list[str]]] = {}
+        self._delivered: dict[tuple[str, int | None], int | None] = {}
 
     def report(self) -> TopicsReport:
         """Watermarks, lake positions, lag, rate and dead letters of every topic partition."""
@@ -222,6 +223,13 @@ class TopicsView:
         else:
             error = error or kafka_error
         rate, history = self.rates.add((topic, 0, OUT), now, staged)
+        delivered = None
+        if partitions is not None and topic in partitions:
+            delivered, read_error = self._delivered_offset(topic, partitions[topic], high)
+            error = error or read_error
+        lag = None
+        if staged is not None:
+            lag = max(0, staged - (-1 if delivered is None else delivered))
         return [
             TopicSnapshot(
                 topic=topic,
@@ -231,10 +239,34 @@ class TopicsView:
                 low=low,
                 high=high,
                 lake_offset=staged,
+                lag_records=lag,
                 rate=rate,
                 history=history,
                 error=error,
                 envelope=output.envelope,
                 staged=output.staged,
+                delivered_offset=delivered,
             )
         ]
+
+    def _delivered_offset(
+        self, topic: str, count: int, high: int | None
+    ) -> tuple[int | None, str | None]:
+        """The last pool offset delivered to ``topic`` (its messages' ``zync.offset``
+        headers, read from its tail once per high watermark), or None and why not."""
+        key = (topic, high)
+        if key in self._delivered:
+            return self._delivered[key], None
+        # deferred: the delivery's positions load confluent_kafka
+        from engine.deliver.positions import read_positions
+
+        assert self.probe.kafka is not None
+        try:
+            found = read_positions(self.probe.kafka, topic, list(range(count)), timeout=self.probe.timeout)
+        except Exception as exc:  # noqa: BLE001 - shown in words
+            return None, f"cannot read {topic}'s delivered position: {one_line(exc, limit=300)}"
+        offsets = [p.offset for p in found.values() if p is not None]
+        delivered = max(offsets) if offsets else None
+        self._delivered = {k: v for k, v in self._delivered.items() if k[0] != topic}
+        self._delivered[key] = delivered
+        return delivered, None

@@ -12,7 +12,13 @@ snapshot (:data:`ServiceDetail`: :class:`engine.ingest.stats.IngestStats`, the l
 
 Listeners (``on_event``) receive a :class:`ServiceEvent` per thing that happened — a
 commit, a pass, a delivery, an error — whose ``message`` is one line of words: `zync run`
-prints them, the console shows them. Listeners are called from the services' threads.
+prints them, the console shows them; its ``fields`` say the same for machines (JSON logs).
+Listeners are called from the services' threads.
+
+Each service also has a :class:`~engine.heartbeat.Heartbeat` its loop beats (liveness), and
+declares what an operator reads of it (:meth:`Service.report`: its detail as JSON, its
+metric readings, the dependencies it reached): the API of :mod:`engine.serve` knows no loop
+by name, so a new loop is served by declaring its own report.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ import importlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Generic, Literal, TypeAlias, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 from engine.errors import ZyncError, one_line
+from engine.heartbeat import Heartbeat, HeartbeatReading
+from engine.services.report import EventHistogram, LoopReport
 
 if TYPE_CHECKING:
     from engine.apply.loop import TableStatus
@@ -41,6 +49,8 @@ STARTING: Final = "starting"
 RUNNING: Final = "running"
 STOPPING: Final = "stopping"
 FAILED: Final = "failed"
+#: Every state, in a loop's life order.
+STATES: Final = (STOPPED, STARTING, RUNNING, STOPPING, FAILED)
 
 #: Seconds over which a service's rate is averaged.
 RATE_WINDOW = 10.0
@@ -80,6 +90,8 @@ class ServiceEvent:
     # unreachable | back (an outage of Kafka or the Schema Registry began, ended) | ...
     message: str
     at: float
+    #: what happened, for machines (a commit's pool, version and records, ...)
+    fields: Mapping[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(self.at))
@@ -99,6 +111,9 @@ class ServiceStatus(Generic[D]):
     rate: float = 0.0
     last_error: str | None = None
     detail: D | None = None
+    #: errors since the process started: failures and problems the loop survived
+    errors: int = 0
+    heartbeat: HeartbeatReading | None = None
 
     @property
     def running(self) -> bool:
@@ -111,6 +126,8 @@ class Service(Generic[D]):
     :meth:`_event`."""
 
     name = "service"
+    #: Histograms its events feed (the API's /metrics, engine/serve).
+    histograms: tuple[EventHistogram, ...] = ()
     #: Modules :meth:`start` imports in the caller's thread before the loop's starts.
     imports_first: tuple[str, ...] = ()
 
@@ -123,6 +140,9 @@ class Service(Generic[D]):
         self._records = 0
         self._recent: deque[tuple[float, int]] = deque()
         self._error: str | None = None
+        self._errors = 0
+        self._exception: BaseException | None = None
+        self.heartbeat = Heartbeat(self.name)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._listeners: list[Callable[[ServiceEvent], None]] = [on_event] if on_event else []
@@ -143,7 +163,7 @@ class Service(Generic[D]):
             # ("cannot import name 'SQLContext' from partially initialized module")
             importlib.import_module(module)
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
+            if self.running:
                 return
             self._stop = threading.Event()
             self._state = STARTING
@@ -162,8 +182,29 @@ class Service(Generic[D]):
                 self._state = STOPPING
         self._stop.set()
         self._wake()
-        if thread is not None:
-            thread.join(timeout)
+        if thread is None or thread is threading.current_thread():
+            return
+        if thread is threading.main_thread():  # run() in a command's thread: it goes on
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self.running and (deadline is None or time.monotonic() < deadline):
+                time.sleep(0.05)
+            return
+        thread.join(timeout)
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Run the loop in the calling thread until ``stop`` is set (a command's main
+        thread); raises what stopped it. :meth:`status` and the API see it as usual."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                raise ServiceError(f"{self.name} is already running")
+            self._stop = stop or threading.Event()
+            self._state = STARTING
+            self._error = None
+            self._started_at = time.time()
+            self._thread = threading.current_thread()
+        self._main()
+        if self._exception is not None:
+            raise self._exception
 
     def join(self, timeout: float | None = None) -> None:
         thread = self._thread
@@ -173,7 +214,7 @@ class Service(Generic[D]):
     @property
     def running(self) -> bool:
         thread = self._thread
-        return thread is not None and thread.is_alive()
+        return thread is not None and thread.is_alive() and self._state in (STARTING, RUNNING, STOPPING)
 
     def status(self) -> ServiceStatus[D]:
         now = time.time()
@@ -198,7 +239,15 @@ class Service(Generic[D]):
                 rate=recent / RATE_WINDOW,
                 last_error=self._error,
                 detail=self._detail(),
+                errors=self._errors,
+                heartbeat=self.heartbeat.reading() if state in (STARTING, RUNNING) else None,
             )
+
+    def report(self, status: ServiceStatus[D]) -> LoopReport:
+        """What an operator reads of the loop besides its status (the API's status
+        document and metrics, engine/serve): its detail as JSON, its metric readings,
+        the dependencies it reached and why it cannot work now. Each loop declares its own."""
+        return LoopReport()
 
     # -- for subclasses -----------------------------------------------------------------
 
@@ -227,15 +276,19 @@ class Service(Generic[D]):
     def _failed_softly(self, message: str | None) -> None:
         """Record (or clear, with None) an error the loop survives."""
         with self._lock:
+            if message is not None and message != self._error:
+                self._errors += 1
             self._error = message
 
-    def _event(self, kind: str, message: str) -> None:
-        event = ServiceEvent(self.name, kind, message, time.time())
+    def _event(self, kind: str, message: str, **fields: Any) -> None:
+        event = ServiceEvent(self.name, kind, message, time.time(), fields)
         for listener in list(self._listeners):
             with contextlib.suppress(Exception):  # a listener never stops a loop
                 listener(event)
 
     def _main(self) -> None:
+        self._exception = None
+        self.heartbeat.start()
         self._event("started", "started")
         try:
             self._run(self._stop)
@@ -244,7 +297,9 @@ class Service(Generic[D]):
             with self._lock:
                 self._state = FAILED
                 self._error = message
-            self._event("failed", f"failed: {message}")
+                self._errors += 1
+                self._exception = exc
+            self._event("failed", f"failed: {message}", error=message)
             return
         with self._lock:
             self._state = STOPPED

@@ -65,6 +65,7 @@ class FakeBackend:
 
     def __init__(self, *, read_only: bool = False, demo: bool = False, kafka_down: bool = False) -> None:
         self.read_only = read_only
+        self.read_only_reason: str | None = None
         self.demo = demo
         self.kafka_down = kafka_down
         self.lake_missing = False
@@ -95,10 +96,11 @@ class FakeBackend:
         rows = (
             TopicSnapshot("Invoices", 0, "Raw", "in", 0, 4, 3, 0, 0.0, 0.0, 0.4, hist, 0),
             TopicSnapshot("InvoiceStatus", 0, "Raw", "in", 0, 6, 3, 2, 12.0, 11.5, 0.6, hist[::-1], 1),
-            TopicSnapshot("NewInvoices", 0, "Staging", "out", 0, 3, 2, None, None, None, 0.3, hist, 0,
-                          envelope="jdbc", staged="NewInvoices"),
-            TopicSnapshot("InvoiceChanges", 0, "Staging", "out", 0, 3, 2, None, None, None, 0.3, hist,
-                          0, envelope="debezium", staged="NewInvoices"),
+            # high 5: the delivered records' transaction markers count in Kafka's watermark
+            TopicSnapshot("NewInvoices", 0, "Staging", "out", 0, 5, 2, 0, None, None, 0.3, hist, 0,
+                          envelope="jdbc", staged="NewInvoices", delivered_offset=2),
+            TopicSnapshot("InvoiceChanges", 0, "Staging", "out", 0, 5, 2, 1, None, None, 0.3, hist,
+                          0, envelope="debezium", staged="NewInvoices", delivered_offset=1),
         )
         if self.kafka_down:
             rows = tuple(replace(r, low=None, high=None, lag_records=None, lag_seconds=None,
@@ -127,7 +129,8 @@ class FakeBackend:
             out.append(LoopView(name, state, version=3 if name != "to-kafka" else None,
                                 committed_at=T0 + 60 if name != "to-kafka" else None,
                                 records=8 if name == "from-kafka" else (4 if name == "etl" else None),
-                                rate=2.5 if state == "running" else None, error=error))
+                                rate=2.5 if state == "running" else None, error=error,
+                                host="ops-1" if name != "to-kafka" else "ops-2", pid=4242))
         return out
 
     def dead_letters(self) -> list[DeadLetter]:

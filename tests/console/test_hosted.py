@@ -1,6 +1,7 @@
-"""The console's engine in a child process (zync_tui.console.hosted): the real
-EngineBackend over a lake with no Kafka, reached through EngineProcess as the console
-reaches it — results, errors in words, priority, and the child's end."""
+"""The console's engine in a child process (zync_tui/console/hosted.py and child.py): the
+real EngineBackend over a lake with no Kafka, serving its API on a Unix socket, reached
+through the ApiBackend as the console reaches it — results, errors in words, priority,
+and the child's end."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from zync_tui.console.backend import EngineSettings
-from zync_tui.console.hosted import ENGINE_NICENESS, EngineFailure, EngineProcess
+from zync_tui.console.hosted import ENGINE_NICENESS, EngineProcess
+from zync_tui.console.remote import ApiBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_KAFKA = {"bootstrap_servers": "127.0.0.1:1"}
@@ -43,35 +45,39 @@ def wait_until(predicate: Callable[[], bool], limit: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_the_engine_answers_from_its_own_process_below_the_screens_priority(tmp_path: Path) -> None:
-    engine = EngineProcess(settings(tmp_path / "lake", read_only=True))
+def test_the_engine_answers_through_its_api_below_the_screens_priority(tmp_path: Path) -> None:
+    hosted = EngineProcess(settings(tmp_path / "lake", read_only=True))
+    backend = ApiBackend([str(hosted.socket)], read_only=True, hosted=hosted)
     try:
-        assert engine.pid != os.getpid()
-        assert engine.running_child()
+        assert hosted.pid != os.getpid()
+        notes = backend.start()
+        assert hosted.running_child()
         ours = os.getpriority(os.PRIO_PROCESS, 0)
-        assert os.getpriority(os.PRIO_PROCESS, engine.pid) == min(19, ours + ENGINE_NICENESS)
-        notes = engine.start()
+        assert os.getpriority(os.PRIO_PROCESS, hosted.pid) == min(19, ours + ENGINE_NICENESS)
         assert f"lake {tmp_path / 'lake'}" in notes
-        assert engine.title == "zync"
-        loops = engine.loops()
+        assert backend.title == "zync"
+        loops = backend.loops()
         assert [(v.name, v.state) for v in loops] == [
             ("from-kafka", "not run"), ("etl", "not run"), ("to-kafka", "not run")
         ]
-        assert engine.etl().error == "no ETL configuration loaded"
-        assert engine.topics().kafka_error is not None  # Kafka at 127.0.0.1:1: in words
-        assert any("lake" in entry.message for entry in engine.drain_log())
-        # the engine's own errors come back with its words
-        with pytest.raises(EngineFailure, match="read-only console: starting and stopping"):
-            engine.start_loop("etl")
-        with pytest.raises(EngineFailure, match="read-only console: running an ETL pass"):
-            engine.run_etl_pass()
-        with pytest.raises(EngineFailure, match="not a demo"):
-            engine.next_batch()
+        assert backend.etl().error == "no ETL configuration loaded"
+        assert backend.topics().kafka_error is not None  # Kafka at 127.0.0.1:1: in words
+        assert any("lake" in entry.message for entry in backend.drain_log())
+        with pytest.raises(PermissionError, match="read-only console"):
+            backend.start_loop("etl")
+        with pytest.raises(PermissionError, match="read-only console"):
+            backend.run_etl_pass()
+        with pytest.raises(RuntimeError, match="not a demo"):
+            backend.next_batch()
+        assert stat_mode(hosted.socket) == 0o600
     finally:
-        engine.close()
-    assert not engine.running_child()
-    with pytest.raises(EngineFailure, match="stopped"):
-        engine.loops()
+        backend.close()
+    assert not hosted.running_child()
+    assert not hosted.socket.exists()
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
 
 
 def test_the_engine_ends_with_the_console_killed(tmp_path: Path) -> None:
@@ -81,7 +87,7 @@ def test_the_engine_ends_with_the_console_killed(tmp_path: Path) -> None:
         "from zync_tui.console.backend import EngineSettings\n"
         "from zync_tui.console.hosted import EngineProcess\n"
         f"engine = EngineProcess(EngineSettings(lake_root={str(tmp_path / 'lake')!r}, read_only=True))\n"
-        "engine.start()\n"
+        "engine.wait_listening()\n"
         "print(engine.pid, flush=True)\n"
         "time.sleep(600)\n"
     )

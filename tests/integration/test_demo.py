@@ -3,7 +3,7 @@
 A private broker and registry (the demo's topic names and subjects are fixed, so it does
 not share the session's), a lake in tmp_path, the session's SparkSession. The console is
 built by the same factory `zync demo` uses, with the engine in the test's process (a
-user's runs in a child process that forwards the same calls: tests/console/test_hosted.py;
+user's runs in a child process whose API the console reads: tests/console/test_hosted.py;
 the read-only test below uses it); `n` publishes each batch and the loops carry
 the records through from-kafka, ETL and to-kafka. Along the way every panel and key is
 used against the real stack; at the end the broker is stopped and started again, and the

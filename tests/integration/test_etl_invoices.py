@@ -33,14 +33,19 @@ def _without_offsets(rows: list) -> list:
     return [(topic, key, value) for topic, _, key, value in rows]
 
 
-@pytest.fixture(params=["driver", "executors"])
+@pytest.fixture(params=["driver", "executors", "driver-topic-views", "executors-topic-views"])
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each scenario twice: outputs brought to the driver (a small pass) and written
-    by the Spark executors (what a large pass does)."""
+    """Each scenario with outputs brought to the driver (a small pass) and written by
+    the Spark executors (what a large pass does); and both again with each topic's
+    records parsed in a view of its own, as a configuration of many input topics
+    has them (engine.etl.rules.PARSED_TOPICS)."""
     import engine.etl.evaluate
+    import engine.etl.rules
 
-    if request.param == "executors":
+    if request.param.startswith("executors"):
         monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", -1)
+    if request.param.endswith("topic-views"):
+        monkeypatch.setattr(engine.etl.rules, "PARSED_TOPICS", 0)
     return request.param
 
 

@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from engine.lake.appends import AppendResult
 from engine.lake.envelope import record_rows
-from engine.lake.pools import AppendResult, Lake, Pool, TopicTypes
+from engine.lake.pools import Lake, Pool
+from engine.lake.topic_types import TopicTypes
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "invoices"
 BASE_MS = 1_714_557_600_000  # 2024-05-01T10:00:00Z

@@ -269,14 +269,15 @@ def test_a_staging_pool_of_an_earlier_zync_is_upgraded_so_delta_spark_can_optimi
     from engine.etl.markers import marker_rows
     from engine.lake import delta
     from engine.lake.envelope import POOL_SCHEMA, record_rows
-    from engine.lake.pools import STAGING, Pool, PoolMeta
+    from engine.lake.pools import STAGING, Pool
+    from tests.fixtures.legacy_pools import legacy_description
 
     lake = Lake(tmp_path / "lake")
     path = lake.pool_path("Staging")
     path.mkdir(parents=True)
     DeltaTable.create(  # as earlier versions made it
         str(path), schema=POOL_SCHEMA, name="Staging",
-        description=PoolMeta(kind=STAGING).to_description(),
+        description=legacy_description(STAGING),
     )
     old = Pool("Staging", path, delta.open_table(path))
     for offset in (0, 1):

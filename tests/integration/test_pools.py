@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from engine.lake import maintenance
 from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
-from engine.lake.pools import Lake, NotAPool, PoolError, PoolNotFound, TopicTypes
+from engine.lake.pool_errors import NotAPool, PoolError, PoolNotFound
+from engine.lake.pools import Lake
+from engine.lake.topic_types import TopicTypes
 
 pytestmark = pytest.mark.integration
 

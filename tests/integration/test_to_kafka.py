@@ -19,7 +19,8 @@ import pyarrow as pa
 import pytest
 
 from engine.lake.envelope import ROW_SCHEMA
-from engine.lake.pools import Lake, Pool, TopicTypes
+from engine.lake.pools import Lake, Pool
+from engine.lake.topic_types import TopicTypes
 
 pytestmark = [pytest.mark.integration]
 

@@ -30,6 +30,10 @@ def test_the_broker_and_spark_get_them(monkeypatch: pytest.MonkeyPatch, tmp_path
     conf = _builder_conf(SparkSettings(master="local[2]"))
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         options = shlex.split(conf[key])
+        if key == "spark.driver.extraJavaOptions":
+            # a driver out of memory exits: Spark's result thread would otherwise die of it
+            # silently and leave the caller waiting for ever
+            assert options.pop(0) == "-XX:+ExitOnOutOfMemoryError"
         assert options[0].startswith("-Dlog4j2.configurationFile=")
         assert options[1:3] == ["-Xss2m", "-XX:TieredStopAtLevel=1"]
         # then, for the driver only, its class archive when one was made

@@ -28,6 +28,11 @@ class _Result:
         self.committed = committed
         self.outputs = {"NewInvoices": 2} if committed else {}
         self.staging_version = 7 if committed else None
+        self.consumed = {"Invoices": 2} if committed else {}
+        self.pending: dict[str, int] = {}
+        self.expired: dict[str, int] = {}
+        self.expired_rules: dict[str, int] = {}
+        self.seconds = 0.1
 
     def summary(self, style: str = "line") -> str:
         return f"stand-in pass ({style})"

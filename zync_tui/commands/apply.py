@@ -14,6 +14,18 @@ import typer
 
 from zync_tui.commands import standalone_app
 from zync_tui.commands.deliver import resolve_lake, status_line, stop_on_signals
+from zync_tui.commands.serving import (
+    ApiOptions,
+    HttpOption,
+    Lines,
+    LogFormat,
+    LogFormatOption,
+    NoApiOption,
+    PublicReadOption,
+    TokenFileOption,
+    WedgedAfterOption,
+    serving,
+)
 from zync_tui.errors import UserError, lake_errors
 from zync_tui.options import LakeOption
 
@@ -47,11 +59,18 @@ def apply(
         typer.Option(
             "--continuous",
             "-c",
-            help="Keep running and apply each new staging commit, until Ctrl-C or SIGTERM.",
+            help="Keep running and apply each new staging commit, until Ctrl-C or SIGTERM "
+            "(serving the API meanwhile).",
         ),
     ] = False,
     versions_per_commit: VersionsOption = None,
     lake: LakeOption = None,
+    http: HttpOption = None,
+    control_token_file: TokenFileOption = None,
+    http_public_read: PublicReadOption = False,
+    wedged_after: WedgedAfterOption = 300.0,
+    no_api: NoApiOption = False,
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Apply the staging pool's outputs to the configuration's tables, exactly once.
 
@@ -63,14 +82,20 @@ def apply(
       zync query "SELECT * FROM invoices"
     """
     with lake_errors():
-        _apply(config, continuous, versions_per_commit, lake)
+        api = ApiOptions(http, control_token_file, http_public_read, wedged_after, not no_api)
+        _apply(config, continuous, versions_per_commit, lake, api, log_format)
 
 
 def _apply(
-    config: Path, continuous: bool, versions_per_commit: int | None, lake: str | None
+    config: Path,
+    continuous: bool,
+    versions_per_commit: int | None,
+    lake: str | None,
+    api: ApiOptions,
+    log_format: LogFormat,
 ) -> None:
     # deferred: engine.api loads pyarrow, delta-rs and polars
-    from engine.api import FAILED, ApplyService, load_config
+    from engine.api import ApplyService, Observer, ServedProcess, load_config
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")
@@ -81,25 +106,23 @@ def _apply(
     if not continuous:
         _apply_once(etl, the_lake, versions_per_commit)
         return
+    lines = Lines(log_format, etl.name)
     service = ApplyService(
-        etl,
-        the_lake,
-        versions_per_commit=versions_per_commit,
-        on_event=lambda event: status_line(event.message, event.at),
+        etl, the_lake, versions_per_commit=versions_per_commit, on_event=lines.event
+    )
+    observer = Observer(the_lake, etls=[etl])  # the tables, for an attached console
+    process = ServedProcess(
+        etl.name, "apply", loops=lambda: {"apply": service}, observer=lambda: observer
     )
     names = ", ".join(t.name for t in etl.tables)
-    status_line(f"applying {etl.staging_pool} to {names}: lake {the_lake.location}; Ctrl-C or SIGTERM stops")
     stop = threading.Event()
-    with stop_on_signals(stop, "the commit"):
-        service.start()
-        try:
-            while not stop.wait(0.2) and service.running:
-                pass
-        finally:
-            service.stop()
-    status = service.status()
-    if status.state == FAILED:
-        raise UserError(status.last_error or "the apply loop failed")
+    with lines.engine_log(), serving(process, api, lines), stop_on_signals(stop, "the commit"):
+        lines.note(
+            f"applying {etl.staging_pool} to {names}: lake {the_lake.location}; Ctrl-C or "
+            "SIGTERM stops",
+            loop="apply",
+        )
+        service.run(stop)
 
 
 def _apply_once(etl: "EtlConfig", lake: "Lake", versions_per_commit: int | None) -> None:

@@ -34,25 +34,82 @@ def tui(
         bool, typer.Option("--paused", help="Do not start the loops when the console opens.")
     ] = False,
     spark_master: SparkMasterOption = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attach",
+            metavar="SOCKET|URL",
+            help="Show running zync processes instead of starting loops: a Unix socket "
+            "(~/.zync/run/*.sock) or an API URL (http://host:9464); repeatable — the "
+            "`zync run --only ...` processes of one pipeline show as one. Over TCP, control "
+            "needs the token ($ZYNC_CONTROL_TOKEN or --control-token-file).",
+            show_default=False,
+        ),
+    ] = None,
+    control_token_file: Annotated[
+        Path | None,
+        typer.Option("--control-token-file", metavar="FILE", help="The API token for --attach URLs.", show_default=False),
+    ] = None,
 ) -> None:
     """Open the operations console: offsets, lag, cursors, pending/expired, loops.
 
     Shows the pipeline live and lets you start and stop the loops (from-kafka, ETL,
-    to-kafka) and run an ETL pass. `?` lists the keys.
+    to-kafka) and run an ETL pass. `?` lists the keys. With CONFIG whose pipeline already
+    runs on this machine (`zync run`), the console attaches to it instead of starting
+    loops of its own.
     """
+    from engine.api import ZyncError, load_token
     from zync_tui.console.app import make_app
+    from zync_tui.errors import fail
 
     if config is not None and not config.exists():
-        from zync_tui.errors import fail
-
         raise fail(f"{config}: no such ETL configuration file")
+    targets = list(attach or [])
+    if not targets and config is not None:
+        targets = _running(config)
+        if targets:
+            typer.echo(f"attaching to the running {config}: {', '.join(targets)}", err=True)
+    try:
+        token = load_token(control_token_file) if targets else None
+    except ZyncError as exc:
+        raise fail(str(exc)) from None
     with _engine_output_to_log() as log:
         app = make_app(
-            config, lake=lake, read_only=read_only, autostart=not paused, spark_master=spark_master
-        )
+            config, lake=lake, read_only=read_only, autostart=not paused, spark_master=spark_master,
+            attach=targets or None, token=token,
+        )  # fmt: skip
         _run(app)
     if log is not None:
         typer.echo(f"Spark's own output went to {log}.")
+
+
+def _running(config: Path) -> list[str]:
+    """The sockets of this machine's processes running ``config``'s pipeline."""
+    from engine.api import (
+        ApiClient,
+        ApiError,
+        api_run_dir,
+        listening_sockets,
+        load_config,
+        zync_home,
+    )
+
+    try:
+        name = load_config(config).name
+    except Exception:  # noqa: BLE001 - the console says what is wrong with it
+        return []
+    found = []
+    for path in listening_sockets(api_run_dir(zync_home())):
+        client = ApiClient(str(path), timeout=2)
+        try:
+            process = client.status("process")["process"]
+        except ApiError:
+            continue
+        finally:
+            client.close()
+        if process["pipeline"] == name and process["role"] != "console":
+            found.append(str(path))
+    return found
 
 
 def demo(

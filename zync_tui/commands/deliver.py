@@ -24,13 +24,25 @@ from rich.markup import escape
 
 from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
+from zync_tui.commands.serving import (
+    ApiOptions,
+    HttpOption,
+    Lines,
+    LogFormat,
+    LogFormatOption,
+    NoApiOption,
+    PublicReadOption,
+    TokenFileOption,
+    WedgedAfterOption,
+    serving,
+)
 from zync_tui.errors import UserError
 from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.api import Lake
+    from engine.api import Lake, ServiceEvent
 
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -160,6 +172,12 @@ def to_kafka(
     ] = 100_000,
     lake: LakeOption = None,
     spark_master: SparkMasterOption = None,
+    http: HttpOption = None,
+    control_token_file: TokenFileOption = None,
+    http_public_read: PublicReadOption = False,
+    wedged_after: WedgedAfterOption = 300.0,
+    no_api: NoApiOption = False,
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Deliver staging outputs to Kafka, exactly once and in pool-offset order.
 
@@ -186,6 +204,18 @@ def to_kafka(
     if shaper is not None:
         spark = functools.partial(spark_session, spark_master)
 
+    if continuous:
+        _serve_continuous(
+            the_lake, outputs, conn, registry, spark, config,
+            dict(
+                format=fmt.value, envelope=None if envelope is None else envelope.value,
+                take_over=take_over, shaper=shaper, partitions=partitions,
+                replication=replication, batch_records=batch,
+            ),
+            ApiOptions(http, control_token_file, http_public_read, wedged_after, not no_api),
+            log_format,
+        )  # fmt: skip
+        return
     stop = threading.Event()
     with stop_on_signals(stop, "the transaction"):
         statuses = deliver_outputs(
@@ -211,6 +241,49 @@ def to_kafka(
             f"{status.topic}: {status.records_delivered} message(s) produced; delivered up to "
             f"pool offset {delivered}"
         )
+
+
+def _serve_continuous(
+    lake: "Lake",
+    outputs: "list[Any]",
+    conn: Connection,
+    registry: Any,
+    spark: "Callable[[], SparkSession] | None",
+    config: Path | None,
+    options: dict[str, Any],
+    api: ApiOptions,
+    log_format: LogFormat,
+) -> None:
+    """``--continuous``: the to-kafka loop in this thread, serving the API meanwhile."""
+    from engine.api import ServedProcess, ToKafkaService
+
+    name = "+".join(sorted(o.topic for o in outputs))
+    if config is not None:
+        from engine.api import load_config
+
+        name = load_config(config).name
+    lines = Lines(log_format, name)
+    service = ToKafkaService(
+        outputs, lake, kafka=conn.kafka(), registry=registry, spark=spark,
+        wait_for_pool=False, on_event=lines.event if lines.json else _said, **options,
+    )  # fmt: skip
+    process = ServedProcess(name, "to-kafka", loops=lambda: {"to-kafka": service})
+    stop = threading.Event()
+    with lines.engine_log(), serving(process, api, lines), stop_on_signals(stop, "the transaction"):
+        service.run(stop)
+    for status in service.status().detail or ():
+        delivered = "-" if status.delivered_offset is None else status.delivered_offset
+        lines.note(
+            f"{status.topic}: {status.records_delivered} message(s) produced; delivered up to "
+            f"pool offset {delivered}",
+            loop="to-kafka",
+        )
+
+
+def _said(event: "ServiceEvent") -> None:
+    """A delivery's event as today's line (the service's own start and stop aside)."""
+    if event.kind not in ("started", "stopped") or event.fields.get("topic"):
+        status_line(event.message, event.at)
 
 
 def register(app: typer.Typer) -> None:

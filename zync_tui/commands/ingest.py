@@ -13,7 +13,7 @@ import enum
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +21,18 @@ from rich.markup import escape
 
 from zync_tui.commands import standalone_app
 from zync_tui.commands.kafka import Connection, with_connection
+from zync_tui.commands.serving import (
+    ApiOptions,
+    HttpOption,
+    Lines,
+    LogFormat,
+    LogFormatOption,
+    NoApiOption,
+    PublicReadOption,
+    TokenFileOption,
+    WedgedAfterOption,
+    serving,
+)
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError, lake_errors
 from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session
@@ -29,7 +41,7 @@ from zync_tui.sizes import parse_size
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from engine.api import CommitInfo
+    from engine.api import CommitInfo, ServiceEvent
 
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -47,8 +59,29 @@ class InputFormat(enum.StrEnum):
     json = "json"
 
 
+#: Topics a commit line names one by one; more are summed (a connector's hundreds).
+LAG_TOPICS = 5
+
+
 def _lag_text(lags: dict[str, int | None]) -> str:
-    return " ".join(f"{t}={lag:,}" if lag is not None else f"{t}=?" for t, lag in sorted(lags.items()))
+    """Each topic's lag, or for many topics the total and the topics that lag most."""
+
+    def one(topic: str, lag: int | None) -> str:
+        return f"{topic}={lag:,}" if lag is not None else f"{topic}=?"
+
+    if len(lags) <= LAG_TOPICS:
+        return " ".join(one(t, lag) for t, lag in sorted(lags.items()))
+    known = [lag for lag in lags.values() if lag is not None]
+    unknown = len(lags) - len(known)
+    behind = sorted(((lag, t) for t, lag in lags.items() if lag), reverse=True)
+    text = f"{sum(known):,} over {len(lags)} topics"
+    if unknown:
+        text += f" ({unknown} unknown)"
+    if behind:
+        shown = " ".join(one(t, lag) for lag, t in behind[:3])
+        more = f" +{len(behind) - 3} more" if len(behind) > 3 else ""
+        text += f": {shown}{more}"
+    return text
 
 
 class _Reporter:
@@ -80,6 +113,10 @@ class _Reporter:
     def __exit__(self, *exc: object) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+    def event(self, event: "ServiceEvent") -> None:
+        """The loop's events: an outage is said (even with --quiet), a failure too."""
+        self.note(event.kind, event.message)
 
     def note(self, kind: str, text: str) -> None:
         """An outage of Kafka or the registry began or ended: said even with --quiet."""
@@ -198,12 +235,26 @@ def from_kafka(
     progress: Annotated[
         bool, typer.Option(help="A progress bar on a terminal while catching up.")
     ] = True,
+    http: HttpOption = None,
+    control_token_file: TokenFileOption = None,
+    http_public_read: PublicReadOption = False,
+    wedged_after: WedgedAfterOption = 300.0,
+    no_api: NoApiOption = False,
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Copy Kafka topics into raw pools, exactly once.
 
-    Every partition (or, with --workers-group, this worker's share); resumes where the pool's Delta log says, after a crash too. One line per commit: pool, Delta version, records, dead letters and lag per topic. Spark runs only with --shaper.
+    Every partition (or, with --workers-group, this worker's share); resumes where the pool's Delta log says, after a crash too. One line per commit: pool, Delta version, records, dead letters and lag per topic. Spark runs only with --shaper. Without --exit-after it serves the API (probes, metrics, status, control) on a Unix socket under the zync home, and on TCP with --http.
     """
-    from engine.api import Ingest, IngestInput, IngestOptions, Shaper, format_seconds, load_inputs
+    from engine.api import (
+        FromKafkaService,
+        IngestInput,
+        IngestOptions,
+        ServedProcess,
+        Shaper,
+        format_seconds,
+        load_inputs,
+    )
 
     with lake_errors():
         if config is not None and (topics or pool):
@@ -233,24 +284,54 @@ def from_kafka(
             create_pools=create_pool,
         )
         registry = conn.registry(required=False)
-        ingest = Ingest(
-            inputs,
-            lake=open_lake(lake),
-            kafka=conn.kafka(),
-            registry=registry,
-            options=options,
-            spark=lambda: spark_session(spark_master),  # started only with a shaper
-        )
-        started = time.monotonic()
-        with _Reporter(quiet, progress) as reporter:
-            stats = ingest.run(on_commit=reporter, on_note=reporter.note)
+        lines = Lines(log_format, _name(config, inputs))
+        # text: where the API listens goes to stderr (stdout has a line per commit)
+        notes = Lines(LogFormat.text, notes=None if quiet else "stderr")
+        json_lines = log_format is LogFormat.json
+        with _Reporter(quiet or json_lines, progress and not json_lines) as reporter:
+            service = FromKafkaService(
+                [(i.topic, i.pool) for i in inputs],
+                open_lake(lake),
+                kafka=conn.kafka(),
+                registry=registry,
+                options=options,
+                spark=lambda: spark_session(spark_master),  # started only with a shaper
+                on_commit=None if json_lines else reporter,
+                on_event=lines.event if json_lines else reporter.event,
+                wait_for_topics=False,
+            )
+            process = ServedProcess(lines.pipeline or "from-kafka", "from-kafka", loops=lambda: {"from-kafka": service})
+            api = ApiOptions(
+                http, control_token_file, http_public_read, wedged_after,
+                enabled=not no_api and (exit_after is None or http is not None),
+            )  # fmt: skip
+            started = time.monotonic()
+            with lines.engine_log(), serving(process, api, lines if json_lines else notes):
+                service.run()
+        stats = service.status().detail
         elapsed = time.monotonic() - started
-        if not quiet:
+        if stats is None:
+            return
+        if json_lines:
+            lines.note("from-kafka stopped", records=stats.records, dead_letters=stats.dead_letters)
+        elif not quiet:
             why = f" (idle for {format_seconds(exit_after)})" if exit_after else ""
             _err.print(
                 f"from-kafka stopped{why}: {stats.records:,} records, "
                 f"{stats.dead_letters:,} dead letters in {elapsed:.1f}s"
             )
+
+
+def _name(config: Path | None, inputs: "list[Any]") -> str:
+    """The pipeline's name: the configuration's, else the pools'."""
+    if config is not None:
+        from engine.api import load_config
+
+        try:
+            return load_config(config).name
+        except Exception:  # noqa: BLE001 - an inputs-only file: named after its pools
+            pass
+    return "+".join(sorted({i.pool for i in inputs}))
 
 
 def register(root: typer.Typer) -> None:

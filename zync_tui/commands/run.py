@@ -24,10 +24,21 @@ from zync_tui.commands.deliver import (
     OutputFormat,
     TakeOverOption,
     resolve_lake,
-    status_line,
     stop_on_signals,
 )
 from zync_tui.commands.kafka import Connection, with_connection
+from zync_tui.commands.serving import (
+    ApiOptions,
+    HttpOption,
+    Lines,
+    LogFormat,
+    LogFormatOption,
+    NoApiOption,
+    PublicReadOption,
+    TokenFileOption,
+    WedgedAfterOption,
+    serving,
+)
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError
 from zync_tui.options import LakeOption, open_lake, spark_session
@@ -92,20 +103,29 @@ def run(
     ] = None,
     versions_per_commit: VersionsOption = None,
     lake: LakeOption = None,
+    http: HttpOption = None,
+    control_token_file: TokenFileOption = None,
+    http_public_read: PublicReadOption = False,
+    wedged_after: WedgedAfterOption = 300.0,
+    no_api: NoApiOption = False,
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Run from-kafka, ETL, to-kafka and (with `tables:`) apply for CONFIG until Ctrl-C or SIGTERM.
 
-    Creates the configuration's pools when missing. Prints one line per event.
+    Creates the configuration's pools when missing. Prints one line per event. Serves
+    the API (/healthz, /readyz, /metrics, /v1/status, control) on a Unix socket under the
+    zync home, and on TCP with --http.
     """
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
     # `zync --help` stays fast (likewise in every command module)
-    from engine.api import FAILED, Pipeline
+    from engine.api import FAILED, Observer, Pipeline, ServedProcess
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")
     # the lake before Spark: an S3 lake gives the session its s3a settings
     the_lake = resolve_lake(lake) if lake is not None else open_lake(None, create=True)
     registry = conn.registry(required=fmt is OutputFormat.avro)
+    lines = Lines(log_format)
 
     kafka = conn.kafka()
     if only is None or not set(only) <= {Loop.etl, Loop.apply}:
@@ -122,29 +142,50 @@ def run(
         take_over=take_over,
         partitions=partitions,
         versions_per_commit=versions_per_commit,
-        on_event=lambda event: status_line(f"{event.service:<10} {event.message}", event.at),
+        on_event=lines.event,
     )
+    lines.pipeline = pipeline.config.name
     for note in pipeline.prepare():
-        status_line(note)
-    loops = ", ".join(loop.value for loop in only) if only else ", ".join(pipeline.services)
-    status_line(
-        f"running {pipeline.config.name} ({loops}): lake {the_lake.location}, Kafka at "
-        f"{pipeline.kafka.bootstrap_servers}; Ctrl-C or SIGTERM stops"
+        lines.note(note)
+    names = list(pipeline.services) if not only else [n for n in pipeline.services if Loop(n) in only]
+    if only and Loop.apply in only and "apply" not in pipeline.services:
+        raise UserError(f"{config} has no `tables:`, so there is no apply loop to run")
+    loops = ", ".join(names)
+    # what an attached console shows besides the loops (taken only when asked)
+    observer = Observer(
+        the_lake,
+        kafka=kafka,
+        registry=registry,
+        etls=[pipeline.config],
+        spark=functools.partial(spark_session, spark_master) if "etl" in names else None,
     )
+    process = ServedProcess(
+        pipeline.config.name,
+        "run" if len(names) == len(pipeline.services) else "+".join(names),
+        loops=lambda: {n: pipeline.services[n] for n in names},
+        observer=lambda: observer,
+        listings="etl" in names,  # the pending records are listed with Spark
+    )
+    api = ApiOptions(http, control_token_file, http_public_read, wedged_after, not no_api)
     stop = threading.Event()
-    with stop_on_signals(stop, "the commits"):
-        pipeline.start(None if not only else [loop.value for loop in only])
+    with lines.engine_log(), serving(process, api, lines), stop_on_signals(stop, "the commits"):
+        lines.note(
+            f"running {pipeline.config.name} ({loops}): lake {the_lake.location}, Kafka at "
+            f"{pipeline.kafka.bootstrap_servers}; Ctrl-C or SIGTERM stops"
+        )
+        pipeline.start(names)
         try:
             while not stop.wait(0.2):
-                if any(s.state == FAILED for s in pipeline.status().values()):
+                if any(pipeline.services[n].status().state == FAILED for n in names):
                     break
         finally:
             pipeline.stop()
+            observer.close()
     failed = pipeline.failed()
     if failed:
         name, error = next(iter(failed.items()))
         raise UserError(f"{name} failed: {error}")
-    status_line("stopped")
+    lines.note("stopped")
 
 
 #: how long `zync run` waits for the brokers before starting its loops anyway

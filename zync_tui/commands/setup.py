@@ -30,14 +30,16 @@ def setup(
         ),
     ] = None,
 ) -> None:
-    """Fetch the JVM artifacts (delta-spark, Apache Kafka, Spark's Kafka source) once,
-    and make the class archives that let Spark and the broker start in about half the time.
+    """Fetch the JVM artifacts (delta-spark, Apache Kafka, Spark's Kafka source) once, build
+    the Go tools (promtool), and make the class archives that let Spark and the broker
+    start in about half the time.
 
     The list is declared in engine/jvm/artifacts.toml; everything lands in zync's cache
     (~/.cache/zync/jvm, or $ZYNC_JVM_CACHE) and zync runs offline afterwards. Needs Maven
     Central the first time. A class archive is made once per Java and set of jars (about
-    a minute; ZYNC_CLASS_ARCHIVES=off skips it). The README's set-up commands run this for
-    you.
+    a minute; ZYNC_CLASS_ARCHIVES=off skips it). The Go tools (engine/gotools/tools.toml)
+    are built once by `go install` into ~/.cache/zync/tools/go. The README's set-up
+    commands run this for you.
     """
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
     # `zync --help` stays fast (likewise in every command module)
@@ -68,7 +70,26 @@ def setup(
                     f"{jvm_cache_dir()} — {aset.purpose}",
                     soft_wrap=True,
                 )
+    _go_tools(quiet)
     _class_archives(quiet)
+
+
+def _go_tools(quiet: bool) -> None:
+    """Build the declared Go tools (engine/gotools/tools.toml) that are not built yet."""
+    from engine.api import GoToolError, go_tool, go_tools, install_go_tool
+
+    for name, tool in go_tools().items():
+        already = go_tool(name) is not None
+        try:
+            where, seconds = install_go_tool(
+                name, progress=lambda line: err_console.print(line, soft_wrap=True)
+            )
+        except GoToolError as exc:  # zync runs without it: only the monitoring checks need it
+            err_console.print(f"[yellow]warning:[/] {name} not built: {exc}", soft_wrap=True)
+            continue
+        if not (quiet and already):
+            built = f"built in {seconds:.0f}s" if seconds else "there"
+            err_console.print(f"{name} {tool.version}: {where} ({built}) — {tool.user}", soft_wrap=True)
 
 
 def _class_archives(quiet: bool) -> None:

@@ -34,6 +34,7 @@ from zync_tui.console.hosted import EngineProcess
 from zync_tui.console.keys import CONTROL_ACTIONS, KEYS, PANEL_TITLES, applies
 from zync_tui.console.palette import console_commands
 from zync_tui.console.polls import PollSchedule
+from zync_tui.console.remote import ApiBackend
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
@@ -86,6 +87,7 @@ class ZyncConsole(App[None]):
         self.interval = interval
         self.log_interval = log_interval
         self.ready = False
+        self._shown: dict[str, object] = {}  # the last snapshot of each kind shown
         self.polls = PollSchedule(
             self._run_poll,
             lambda delay, callback, name: self.set_timer(delay, callback, name=name),
@@ -139,7 +141,9 @@ class ZyncConsole(App[None]):
         status = self._w(StatusBar)
         status.set_title(self.backend.title, self.backend.read_only)
         status.set_note("starting the engine…")
-        self._w(LoopsPanel).set_read_only(self.backend.read_only)
+        self._w(LoopsPanel).set_read_only(
+            self.backend.read_only, getattr(self.backend, "read_only_reason", None)
+        )
         self._w(Panels).focus_table("topics")
         self.set_up_engine()
 
@@ -214,6 +218,9 @@ class ZyncConsole(App[None]):
     @_quiet
     def on_topics_refreshed(self, message: m.TopicsRefreshed) -> None:
         report = message.report
+        if report is self._shown.get("topics"):
+            return  # the engine sent nothing new (engine/serve/client.py): nothing to redraw
+        self._shown["topics"] = report
         self._w(TopicsPanel).show(report)
         status = self._w(StatusBar)
         status.set_part("Kafka", "DOWN" if report.kafka_error else "ok")
@@ -237,6 +244,9 @@ class ZyncConsole(App[None]):
     @_quiet
     def on_etl_refreshed(self, message: m.EtlRefreshed) -> None:
         report = message.report
+        if report is self._shown.get("etl"):
+            return  # nothing new
+        self._shown["etl"] = report
         self._w(EtlPanel).show(report)
         self._w("#pending-panel", RecordsPanel).show(list(report.pending), report.error)
         self._w("#expired-panel", RecordsPanel).show(list(report.expired), report.error)
@@ -362,6 +372,8 @@ def make_app(
     spark_master: str | None = None,
     backend: Backend | None = None,
     in_process: bool = False,
+    attach: list[str] | None = None,
+    token: str | None = None,
     interval: float = 1.0,
     clock: Callable[[], float] | None = None,
 ) -> ZyncConsole:
@@ -377,9 +389,14 @@ def make_app(
     ``~/.zync/spark.json``, else ``local[*]``).
     ``backend``: a ready-made backend (tests); the other engine arguments are then ignored.
     The engine runs in a child process the console starts and stops, below the screen's
-    CPU priority (:class:`~zync_tui.console.hosted.EngineProcess`); ``in_process``: in
-    the console's own process instead (a test sharing its SparkSession).
+    CPU priority (:class:`~zync_tui.console.hosted.EngineProcess`), and the console
+    speaks its API (:class:`~zync_tui.console.remote.ApiBackend`); ``in_process``: in
+    the console's own process instead (a test sharing its SparkSession). ``attach``:
+    no engine of its own — the console shows running zync processes (Unix sockets or
+    URLs; ``token`` for those over TCP).
     """
+    if backend is None and attach:
+        backend = ApiBackend(list(attach), token=token, read_only=read_only, clock=clock or time.time)
     if backend is None:
         settings = EngineSettings(
             config_path=Path(config) if config is not None else None,
@@ -393,5 +410,12 @@ def make_app(
             spark_master=spark_master,
             clock=clock or time.time,
         )
-        backend = EngineBackend(settings) if in_process else EngineProcess(settings)
+        if in_process:
+            backend = EngineBackend(settings)
+        else:
+            hosted = EngineProcess(settings)
+            backend = ApiBackend(
+                [str(hosted.socket)], read_only=read_only, demo=demo, hosted=hosted,
+                clock=clock or time.time,
+            )  # fmt: skip
     return ZyncConsole(backend, interval=interval, clock=clock or time.time)

@@ -14,7 +14,6 @@ same methods and the same engine types (see ``tests/console``).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
 import time
@@ -38,6 +37,7 @@ from engine.api import (
     PassResult,
     Pipeline,
     RegistryProfile,
+    ServedProcess,
     ServiceDetail,
     ServiceEvent,
     ServiceState,
@@ -54,6 +54,7 @@ from engine.api import (
     one_line,
     resolve_lake,
     run_pass,
+    with_apply_status,
 )
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ LOOP_TITLES = {"from-kafka": "from-kafka", "etl": "ETL", "to-kafka": "to-kafka",
 APPLY = "apply"
 
 #: A loop's state as the Loops panel shows it: a service's, or why there is none.
-LoopState: TypeAlias = ServiceState | Literal["not run", "unavailable", "unknown"]
+LoopState: TypeAlias = ServiceState | Literal["not run", "unavailable", "unknown", "unreachable"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class LoopView:
     records: int | None = None
     rate: float | None = None
     error: str | None = None
+    #: where the loop runs (its process's host and pid), when the console knows
+    host: str | None = None
+    pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,8 @@ class Backend(Protocol):
 
     title: str
     read_only: bool
+    #: why the console is read-only (None: it is not, or it was asked to be)
+    read_only_reason: str | None
     demo: bool
 
     def start(self) -> list[str]: ...
@@ -232,9 +238,13 @@ class EngineBackend:
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
         self.read_only = settings.read_only
+        self.read_only_reason: str | None = None
         self.demo = settings.demo
         self.title = "zync demo" if settings.demo else "zync"
         self.log = LogBook(settings.clock)
+        #: how :meth:`start` goes, for the API (engine.api.ServedProcess ``setup``)
+        self.setup: dict[str, object] = {"state": "starting", "notes": [], "error": None}
+        self._served: ServedProcess | None = None
         self.observer: Observer | None = None
         self.pipeline: Pipeline | None = None
         self.driver: Demo | None = None
@@ -257,6 +267,35 @@ class EngineBackend:
     def start(self) -> list[str]:
         """Load profiles and configuration, open the lake, build the loops; for the demo,
         start the embedded stack and create the pools first. Returns notes for the log."""
+        try:
+            notes = self._start()
+        except Exception as exc:
+            self.setup = {"state": "failed", "notes": [], "error": one_line(exc)}
+            raise
+        self.setup = {"state": "done", "notes": notes, "error": None}
+        if self._served is not None:  # the Log panel of a console reading the API
+            for note in notes:
+                self._served.events.note(note, loop="console")
+        return notes
+
+    def served(self) -> ServedProcess:
+        """What the console's engine process serves (engine.api.serve): its loops,
+        observer, the demo's controls, how its set-up goes."""
+        read_only = "a read-only console's engine runs no loops" if self.read_only else None
+        self._served = ServedProcess(
+            self.config.name if self.config is not None else "console",
+            "console",
+            loops=lambda: dict(self._services),
+            observer=lambda: self.observer,
+            listings=True,
+            demo=lambda: self if self.driver is not None else None,
+            control_note=lambda: read_only,
+            setup=lambda: dict(self.setup),
+            note=lambda: self._pipeline_error,
+        )
+        return self._served
+
+    def _start(self) -> list[str]:
         self._attach_log()
         notes: list[str] = []
         s = self.settings
@@ -360,24 +399,7 @@ class EngineBackend:
     # -- snapshots ------------------------------------------------------------------------
 
     def topics(self) -> TopicsReport:
-        """The observer's topics, with the delivery lag of output topics from to-kafka."""
-        report = self._observer().topics()
-        if self.pipeline is None:
-            return report
-        try:
-            detail = self.pipeline.to_kafka.status().detail or ()
-        except Exception:  # noqa: BLE001 - the lag is a bonus
-            return report
-        delivered = {d.topic: d for d in detail}
-        if not delivered:
-            return report
-        rows = tuple(
-            dataclasses.replace(t, lag_records=delivered[t.topic].lag)
-            if t.direction == "out" and t.topic in delivered
-            else t
-            for t in report.topics
-        )
-        return dataclasses.replace(report, topics=rows)
+        return self._observer().topics()
 
     def etl(self) -> EtlReport:
         return self._observer().etl()
@@ -397,19 +419,7 @@ class EngineBackend:
         except Exception:  # noqa: BLE001 - the loop's view is a bonus
             return report
         statuses = detail if isinstance(detail, tuple) else ()
-        seen = {t.name: t for t in statuses if isinstance(t, TableStatus)}
-        rows = tuple(
-            dataclasses.replace(
-                t,
-                applied=seen[t.name].applied if seen[t.name].applied is not None else t.applied,
-                staged=seen[t.name].staged if seen[t.name].staged is not None else t.staged,
-                error=seen[t.name].error or t.error,
-            )
-            if t.name in seen
-            else t
-            for t in report.tables
-        )
-        return dataclasses.replace(report, tables=rows)
+        return with_apply_status(report, [s for s in statuses if isinstance(s, TableStatus)])
 
     def loops(self) -> list[LoopView]:
         views = []

@@ -64,7 +64,9 @@ class Control:
 
     def _refused(self, what: str) -> bool:
         if self.backend.read_only:
-            self.app.notify(f"read-only console: {what} is disabled", severity="warning")
+            reason = getattr(self.backend, "read_only_reason", None)
+            why = f" ({reason})" if reason else ""
+            self.app.notify(f"read-only console{why}: {what} is disabled", severity="warning")
             return True
         return False
 

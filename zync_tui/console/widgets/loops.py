@@ -1,5 +1,5 @@
-"""Loops: from-kafka, ETL, to-kafka and apply — state, last commit, rate, last error —
-and, under them, the tables the apply loop keeps."""
+"""Loops: from-kafka, ETL, to-kafka and apply — state, where each runs, last commit, rate,
+last error — and, under them, the tables the apply loop keeps."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from zync_tui.console.widgets.tables import LiveTable
 COLUMNS = [
     ("loop", "loop"),
     ("state", "state"),
+    ("where", "where"),
     ("version", "commit"),
     ("at", "at (UTC)"),
     ("records", "records"),
@@ -29,6 +30,7 @@ class LoopsPanel(Vertical):
         super().__init__(id=id)
         self.loops: list[LoopView] = []
         self.read_only = False
+        self.read_only_reason: str | None = None
 
     def compose(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="loops-table")
@@ -43,12 +45,14 @@ class LoopsPanel(Vertical):
     def _keys_hint(self) -> None:
         hint = self.query_one("#loops-keys", Static)
         if self.read_only:
-            hint.update("read-only: starting, stopping and ETL passes are disabled")
+            why = f" ({self.read_only_reason})" if self.read_only_reason else ""
+            hint.update(f"read-only{why}: starting, stopping and ETL passes are disabled")
         else:
             hint.update("f e t: start/stop a loop · a: all on · x: all off · p: ETL pass now")
 
-    def set_read_only(self, read_only: bool) -> None:
+    def set_read_only(self, read_only: bool, reason: str | None = None) -> None:
         self.read_only = read_only
+        self.read_only_reason = reason
         if self.is_mounted:
             self._keys_hint()
 
@@ -59,7 +63,8 @@ class LoopsPanel(Vertical):
             key = "" if self.read_only else f"[{KEYS.get(loop.name, '?')}] "
             cells = (
                 key + LOOP_TITLES.get(loop.name, loop.name),
-                loop.state.upper() if loop.state == "failed" else loop.state,
+                loop.state.upper() if loop.state in ("failed", "unreachable") else loop.state,
+                _where(loop, 12),
                 "-" if loop.version is None else f"v{loop.version}",
                 fmt.clock(loop.committed_at),
                 fmt.num(loop.records),
@@ -78,6 +83,8 @@ class LoopsPanel(Vertical):
             detail.update("")
             return
         text = f"{LOOP_TITLES.get(loop.name, loop.name)} is {loop.state}"
+        if loop.host is not None:
+            text += f" on {loop.host}, pid {loop.pid}"
         if loop.version is not None:
             text += f"; last commit v{loop.version} at {fmt.clock(loop.committed_at)} ({fmt.num(loop.records)} records)"
         if loop.error:
@@ -89,3 +96,11 @@ class LoopsPanel(Vertical):
 
     def on_data_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         self.show_detail()
+
+
+def _where(loop: LoopView, width: int) -> str:
+    """``host:pid``, cut to ``width`` from the host's end (the pid always shows)."""
+    if loop.host is None:
+        return "-"
+    pid = f":{loop.pid}"
+    return fmt.short(loop.host, max(1, width - len(pid))) + pid

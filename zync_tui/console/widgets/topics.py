@@ -30,6 +30,15 @@ COLUMNS = [
 ENVELOPE_SHORT = {"jdbc": "jdbc", "differential": "diff", "materialize": "mz", "debezium": "dbz"}
 
 
+def _high(t: TopicSnapshot) -> int | None:
+    """The topic's end, in the unit of the ``lake`` column: for an input Kafka's high
+    watermark; for an output the next pool offset to deliver (its last delivered + 1) —
+    an output's own watermark counts the transactions' markers, not records."""
+    if t.direction == "in":
+        return t.high
+    return None if t.delivered_offset is None else t.delivered_offset + 1
+
+
 def _direction(t: TopicSnapshot) -> str:
     """``in``, or for an output the envelope it is delivered in (``jdbc``, ``dbz``...):
     narrow enough for 80 columns; the detail line spells it out."""
@@ -68,7 +77,7 @@ class TopicsPanel(Vertical):
                 str(t.partition),
                 _direction(t),
                 fmt.num(t.low),
-                fmt.num(t.high),
+                fmt.num(_high(t)),
                 fmt.num(t.lake_offset),
                 fmt.num(t.lag_records),
                 fmt.seconds(t.lag_seconds),
@@ -108,6 +117,12 @@ class TopicsPanel(Vertical):
             arrow = f"in the {t.envelope} envelope ← staging pool{carried}"
         dead = f" · {t.dead_letters} dead letters (d to browse)" if t.dead_letters else " · no dead letters"
         text = f"{t.topic}[{t.partition}] {arrow} {t.pool} · rate {fmt.rate(t.rate)}{dead}"
+        if t.direction != "in":
+            text += (
+                f"\nstaged up to pool offset {fmt.num(t.lake_offset)}, delivered up to "
+                f"{fmt.num(t.delivered_offset)} · Kafka's high watermark {fmt.num(t.high)} "
+                "(its transaction markers included)"
+            )
         if t.error and (self.report is None or t.error not in self.report.errors):
             text += f"\n⚠ {t.error}"
         detail.update(text)

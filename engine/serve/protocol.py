@@ -1,0 +1,139 @@
+"""HTTP/1.1 for the API: uvicorn's h11 protocol, with what it lacks against slow clients.
+
+uvicorn closes idle keep-alive connections (``timeout_keep_alive``) and refuses oversized
+headers (``h11_max_incomplete_event_size``), but it has no deadline for receiving a
+request: its keep-alive timer restarts at every byte, so a client that sends one byte a
+second (slowloris) holds a connection for ever (uvicorn issue #157). :class:`ApiProtocol`
+gives every request :data:`REQUEST_DEADLINE` seconds to arrive whole (headers and
+body), then closes the connection. One client address holds at most
+:data:`MAX_PER_PEER` connections at once: more are closed as they come, before anything
+is read — a storm from one client costs the process little, and the others (a probe, a
+scraper) still get in. It also tags each request with its peer — TCP, or the Unix socket
+and the peer's user id (engine/serve/auth.py decides on it) — and answers a malformed
+request with the API's JSON error instead of plain text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from engine.serve.sockets import peer_uid
+
+if TYPE_CHECKING:
+    import asyncio
+
+log = logging.getLogger("engine.serve")
+
+#: Seconds a client has to send a whole request (headers and body).
+REQUEST_DEADLINE = 10.0
+#: The largest request head (request line and headers) accepted, in bytes.
+MAX_HEAD = 16 * 1024
+#: The key of the peer in a request's ASGI scope: ``{"unix": bool, "uid": int | None}``.
+PEER = "zync.peer"
+#: Connections one TCP client address may hold at once.
+MAX_PER_PEER = 32
+
+#: Open connections per client address (the server's event loop thread only).
+_per_peer: dict[str, int] = {}
+
+_last_note = [0.0]
+
+
+def _note(text: str) -> None:
+    """Log a closed connection, at most once a second."""
+    now = time.monotonic()
+    if now - _last_note[0] >= 1.0:
+        _last_note[0] = now
+        log.warning("%s", text)
+
+
+class ApiProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a request deadline, peer tagging and JSON 400s."""
+
+    _deadline: asyncio.TimerHandle | None = None
+    _counted: str | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        unix = sock is not None and sock.family == socket.AF_UNIX
+        if not unix and self.client is not None:
+            address = self.client[0]
+            if _per_peer.get(address, 0) >= MAX_PER_PEER:
+                _note(f"API: {address} holds {MAX_PER_PEER} connections already: closed a new one")
+                transport.close()
+                return
+            _per_peer[address] = _per_peer.get(address, 0) + 1
+            self._counted = address
+        peer = {"unix": unix, "uid": peer_uid(sock) if unix else None}
+        inner = self.app
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            scope[PEER] = peer
+            await inner(scope, receive, send)
+
+        self.app = app  # an ASGI app, per connection
+        self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(REQUEST_DEADLINE, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR):
+            self._disarm()  # a whole request is in: the deadline was met
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request on this connection has its own deadline
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._counted is not None:
+            left = _per_peer.get(self._counted, 1) - 1
+            if left > 0:
+                _per_peer[self._counted] = left
+            else:
+                _per_peer.pop(self._counted, None)
+            self._counted = None
+        super().connection_lost(exc)
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        _note(f"API: closed a connection that sent no whole request within {REQUEST_DEADLINE:g}s")
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps({"error_code": 400, "message": f"malformed HTTP request: {msg}"}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        try:
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event))
+        except h11.LocalProtocolError:
+            pass  # a response was under way: just close
+        self._disarm()
+        self.transport.close()

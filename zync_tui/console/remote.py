@@ -1,0 +1,334 @@
+"""The console's :class:`~zync_tui.console.backend.Backend` over the API of zync
+processes: its own engine's (zync_tui/console/hosted.py) or running ones it attaches to
+(``zync tui --attach SOCKET|URL``, several ``zync run --only ...`` of one pipeline).
+
+Everything shown comes from each process's ``/v1/status``, ``/v1/events`` and
+``/v1/log`` (engine/serve); controls are its ``POST`` endpoints. The loops of all the
+processes make one pipeline, each with its host and pid; a process that stops answering
+shows its loops as unreachable since when it stopped, never as still running. A process
+reached over TCP without a token is watched, not controlled: the console says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from engine.api import (
+    ApiClient,
+    ApiError,
+    DeadLetter,
+    EtlReport,
+    PassResult,
+    TablesReport,
+    TopicsReport,
+    dead_letter_from,
+    etl_from,
+    is_socket_target,
+    pass_from,
+    tables_from,
+    topics_from,
+)
+from zync_tui.console.backend import LOOPS, LogEntry, LoopState, LoopView
+
+#: Seconds a status request may take before its process counts as unreachable.
+REQUEST_TIMEOUT = 3.0
+#: Seconds a snapshot (topics, ETL, dead letters) may take: Kafka probes, Spark listings.
+SNAPSHOT_TIMEOUT = 60.0
+#: Seconds a pass, a stop or a batch may take.
+CONTROL_TIMEOUT = 300.0
+
+
+@dataclass
+class Endpoint:
+    """One process the console talks to, and what it last knew of it."""
+
+    client: ApiClient
+    control: bool
+    why_not: str | None = None
+    loops: list[str] = field(default_factory=list)
+    process: dict[str, Any] = field(default_factory=dict)
+    unreachable_since: float | None = None
+    error: str | None = None
+    cursors: dict[str, int] = field(default_factory=lambda: {"events": 0, "log": 0})
+
+    @property
+    def where(self) -> str:
+        return self.client.where
+
+
+class ApiBackend:
+    """The console's backend over one or more processes' APIs (see the module's docstring).
+
+    ``hosted``: the console's own engine (started and stopped with the console);
+    ``read_only``: asked for (``--read-only``); ``token``: for targets reached over TCP."""
+
+    def __init__(
+        self,
+        targets: list[str],
+        *,
+        token: str | None = None,
+        read_only: bool = False,
+        demo: bool = False,
+        hosted: Any = None,
+        clock: Any = time.time,
+    ) -> None:
+        self.hosted = hosted
+        self.demo = demo
+        self.clock = clock
+        self.title = "zync demo" if demo else "zync"
+        self._asked_read_only = read_only
+        self._lock = threading.Lock()
+        self._memo: dict[str, tuple[Any, Any]] = {}
+        self.endpoints = [self._endpoint(t, token) for t in targets]
+        self.read_only, self.read_only_reason = self._read_only()
+
+    def _endpoint(self, target: str, token: str | None) -> Endpoint:
+        if is_socket_target(target):
+            return Endpoint(ApiClient(target, timeout=REQUEST_TIMEOUT), control=True)
+        if token:
+            return Endpoint(ApiClient(target, token=token, timeout=REQUEST_TIMEOUT), control=True)
+        return Endpoint(
+            ApiClient(target, timeout=REQUEST_TIMEOUT),
+            control=False,
+            why_not=f"{target} is reached over TCP without a token ($ZYNC_CONTROL_TOKEN)",
+        )
+
+    def _read_only(self) -> tuple[bool, str | None]:
+        if self._asked_read_only:
+            return True, None
+        refused = [e.why_not for e in self.endpoints if not e.control]
+        if refused and len(refused) == len(self.endpoints):
+            return True, refused[0]
+        return False, None
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def start(self) -> list[str]:
+        notes: list[str] = []
+        if self.hosted is not None:
+            self.hosted.wait_listening()
+            notes.extend(self._hosted_setup())
+        for endpoint in self.endpoints:
+            if self._status(endpoint, "process") is None:
+                notes.append(f"{endpoint.where} unreachable: {endpoint.error}")
+                continue
+            p = endpoint.process
+            notes.append(
+                f"{endpoint.where}: {p['pipeline']} ({', '.join(p['loops']) or 'no loops'}) "
+                f"on {p['host']}, pid {p['pid']}"
+            )
+        pipelines = {e.process["pipeline"] for e in self.endpoints if e.process}
+        pipelines.discard("console")
+        if pipelines:
+            self.title = f"{self.title} · {' + '.join(sorted(pipelines))}"
+        if self.hosted is None and all(e.unreachable_since for e in self.endpoints):
+            raise ApiError("; ".join(f"{e.where}: {e.error}" for e in self.endpoints))
+        return notes
+
+    def _hosted_setup(self) -> list[str]:
+        """Wait for the console's engine to set itself up; its notes."""
+        endpoint = self.endpoints[0]
+        while True:
+            if self._status(endpoint, "process") is None:
+                raise ApiError(f"the engine's process does not answer: {endpoint.error}")
+            setup = endpoint.process.get("setup") or {}
+            if setup.get("state") == "failed":
+                raise ApiError(str(setup.get("error")))
+            if setup.get("state") == "done":
+                return list(setup.get("notes") or [])
+            time.sleep(0.1)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _status(
+        self, endpoint: Endpoint, *sections: str, timeout: float | None = None
+    ) -> dict[str, Any] | None:
+        """A status document, or None (the endpoint is then marked unreachable)."""
+        try:
+            doc = endpoint.client.status(*sections, timeout=timeout)
+        except ApiError as exc:
+            if exc.status is not None:  # it answers: an error of ours, said as such
+                raise
+            with self._lock:
+                if endpoint.unreachable_since is None:
+                    endpoint.unreachable_since = self.clock()
+                endpoint.error = str(exc)
+            return None
+        with self._lock:
+            endpoint.unreachable_since = None
+            endpoint.error = None
+            if "process" in doc:
+                endpoint.process = doc["process"]
+                endpoint.loops = list(doc["process"]["loops"])
+            if "loops" in doc:
+                endpoint.loops = [loop["name"] for loop in doc["loops"]]
+        return doc
+
+    def _first(self, section: str, prefer: str | None = None) -> Any:
+        """A section from the first endpoint that has it (those running ``prefer``
+        first); raises when none answers."""
+        ordered = sorted(self.endpoints, key=lambda e: prefer not in e.loops)
+        errors = []
+        for endpoint in ordered:
+            doc = self._status(endpoint, section, timeout=SNAPSHOT_TIMEOUT)
+            if doc is None:
+                errors.append(f"{endpoint.where} unreachable: {endpoint.error}")
+            elif doc.get(section) is not None:
+                return doc[section]
+        raise ApiError("; ".join(errors) or f"no process serves its {section}")
+
+    def _made(self, kind: str, data: Any, make: Any) -> Any:
+        """``make(data)``, made again only when the process sent something new (an
+        unchanged document comes back as the same object: engine/serve/client.py)."""
+        known = self._memo.get(kind)
+        if known is not None and known[0] is data:
+            return known[1]
+        made = make(data)
+        self._memo[kind] = (data, made)
+        return made
+
+    def topics(self) -> TopicsReport:
+        return self._made("topics", self._first("topics", "to-kafka"), topics_from)  # type: ignore[no-any-return]
+
+    def etl(self) -> EtlReport:
+        return self._made("etl", self._first("etl", "etl"), etl_from)  # type: ignore[no-any-return]
+
+    def tables(self) -> TablesReport:
+        return self._made("tables", self._first("tables", "apply"), tables_from)  # type: ignore[no-any-return]
+
+    def dead_letters(self) -> list[DeadLetter]:
+        data = self._first("dead_letters", "from-kafka")
+        return self._made("dead", data, lambda d: [dead_letter_from(x) for x in d])  # type: ignore[no-any-return]
+
+    def loops(self) -> list[LoopView]:
+        found: dict[str, LoopView] = {}
+        notes: list[str] = []
+        for endpoint in self.endpoints:
+            doc = self._status(endpoint, "process", "loops")
+            if doc is None:
+                since = datetime.fromtimestamp(endpoint.unreachable_since or self.clock())
+                error = f"{endpoint.where} unreachable since {since:%H:%M:%S}: {endpoint.error}"
+                for name in endpoint.loops:
+                    found.setdefault(name, LoopView(
+                        name, "unreachable", error=error,
+                        host=endpoint.process.get("host"), pid=endpoint.process.get("pid"),
+                    ))  # fmt: skip
+                continue
+            if doc["process"].get("note"):
+                notes.append(doc["process"]["note"])
+            for loop in doc["loops"]:
+                current = found.get(loop["name"])
+                if current is not None and current.state == "running":
+                    continue  # two processes run it (a second ETL): the running one shows
+                found[loop["name"]] = _view(loop)
+        views = [found.pop(name) for name in LOOPS if name in found]
+        views += list(found.values())  # loops of a newer zync (an apply loop)
+        shown = {v.name for v in views}
+        missing: LoopState = (
+            "not run" if self.hosted is None or self._asked_read_only else "unavailable"
+        )
+        why = notes[0] if notes else "no process of this console runs it"
+        views += [LoopView(name, missing, error=why) for name in LOOPS if name not in shown]
+        order = {name: i for i, name in enumerate(LOOPS)}
+        return sorted(views, key=lambda v: order.get(v.name, len(order)))
+
+    # -- control --------------------------------------------------------------------------
+
+    def _runner(self, loop: str) -> Endpoint:
+        if self.read_only:
+            raise PermissionError(
+                f"read-only console: {self.read_only_reason or 'asked with --read-only'}"
+            )
+        endpoint = next((e for e in self.endpoints if loop in e.loops), None)
+        if endpoint is None:
+            raise RuntimeError(f"no process of this console runs the {loop} loop")
+        if not endpoint.control:
+            raise PermissionError(f"read-only for {loop}: {endpoint.why_not}")
+        return endpoint
+
+    def _post(self, endpoint: Endpoint, path: str) -> Any:
+        return endpoint.client.request("POST", path, timeout=CONTROL_TIMEOUT).json()
+
+    def start_loop(self, name: str) -> None:
+        self._post(self._runner(name), f"/v1/loops/{name}/start")
+
+    def stop_loop(self, name: str) -> None:
+        self._post(self._runner(name), f"/v1/loops/{name}/stop")
+
+    def run_etl_pass(self) -> PassResult:
+        return pass_from(self._post(self._runner("etl"), "/v1/etl/pass"))
+
+    # -- the demo -------------------------------------------------------------------------
+
+    def _demo(self) -> tuple[Endpoint, dict[str, Any]] | None:
+        for endpoint in self.endpoints:
+            doc = self._status(endpoint, "demo")
+            if doc is not None and doc.get("demo") is not None:
+                return endpoint, doc["demo"]
+        return None
+
+    def next_batch(self) -> str:
+        found = self._demo()
+        if found is None:
+            raise RuntimeError("not a demo: there are no batches to publish")
+        return str(self._post(found[0], "/v1/demo/next-batch")["message"])
+
+    def batches_left(self) -> int:
+        found = self._demo()
+        return int(found[1]["batches_left"]) if found else 0
+
+    def batches_total(self) -> int:
+        found = self._demo()
+        return int(found[1]["batches_total"]) if found else 0
+
+    # -- what the processes said --------------------------------------------------------
+
+    def drain_log(self) -> list[LogEntry]:
+        entries: list[LogEntry] = []
+        for endpoint in self.endpoints:
+            if endpoint.unreachable_since is not None and endpoint.process:
+                continue  # the loops poll says so; retried there
+            for kind in ("events", "log"):
+                try:
+                    page = endpoint.client.get(f"/v1/{kind}", after=endpoint.cursors[kind])
+                except ApiError:
+                    break
+                endpoint.cursors[kind] = int(page["cursor"])
+                entries.extend(_entry(e) for e in page["entries"])
+        return sorted(entries, key=lambda e: e.at)
+
+    def close(self) -> None:
+        if self.hosted is not None:
+            self.hosted.close()
+        for endpoint in self.endpoints:
+            endpoint.client.close()
+
+
+def _view(loop: dict[str, Any]) -> LoopView:
+    commit = loop.get("last_commit") or {}
+    error = loop.get("last_error")
+    return LoopView(
+        name=loop["name"],
+        state=loop["state"],
+        version=commit.get("version"),
+        committed_at=commit.get("at"),
+        records=commit.get("records"),
+        rate=loop.get("rate"),
+        error=error.splitlines()[0] if error else None,
+        host=loop.get("host"),
+        pid=loop.get("pid"),
+    )
+
+
+def _entry(data: dict[str, Any]) -> LogEntry:
+    level = str(data.get("level", "info")).upper()
+    source = data.get("loop") or data.get("logger", "engine").removeprefix("engine.")
+    at = data.get("at")
+    if not isinstance(at, int | float):
+        at = datetime.fromisoformat(data["time"]).timestamp()
+    message = str(data.get("message", ""))
+    return LogEntry(float(at), level, str(source), message.splitlines()[0] if message else "")
