@@ -1,11 +1,13 @@
-"""Bad input for tables (issue 37), refused before anything is written, in one line that
-names the table, the output and the key: a key missing from an output's value, a key that
-changes type, a table name that is a pool's, a NULL key, a table kept from other keys;
-and a table with nothing to apply, whose position still moves on."""
+"""The apply loop (issue 37): bad input refused before anything is written, in one line
+that names the table, the output and the key (a key missing from an output's value, a
+key that changes type, a table name that is a pool's, a NULL key, a table kept from other
+keys); a table with nothing to apply, whose position still moves on; and what the API
+serves of the loop (its tables in the status document, its lag as metrics)."""
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -193,3 +195,39 @@ def test_a_table_with_nothing_to_apply_moves_its_position_now_and_then(lake) -> 
     fresh = Applier(config, lake)  # a restart: reads from the position in the table
     assert [r.table_version for r in fresh.run_once()] == [version + 1]
     assert DeltaTable(str(table)).transaction_version("zync.apply/NewInvoices") == staging.version
+
+
+def test_the_apply_service_in_the_status_document_and_the_metrics(lake) -> None:
+    """What the API serves of the apply loop: its tables in its loop's detail and in the
+    status document's tables section, its lag and positions as metrics."""
+    from engine.api import ApplyService, Observer, ServedProcess
+    from engine.serve.metrics import Exposition
+    from engine.serve.status import document
+
+    _, staging = make_pools(lake)
+    config = demo([{"name": "invoices", "from": "NewInvoices", "keys": ["ID"]}])
+    _stage(staging, [({"ID": 1}, {"ID": 1, "customer": "Ann"}), ({"ID": 2}, {"ID": 2})])
+    service = ApplyService(config, lake, poll_interval=0.05)
+    observer = Observer(lake, etls=[config])
+    process = ServedProcess("invoices", "apply", loops=lambda: {"apply": service},
+                            observer=lambda: observer)
+    service.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not service.status().detail or service.status().detail[0].lag != 0:
+            assert time.monotonic() < deadline, service.status()
+            time.sleep(0.05)
+        doc = document(process, ["loops", "tables"])
+        (loop,) = doc["loops"]
+        assert loop["name"] == "apply"
+        assert loop["detail"]["tables"][0]["rows"] == 2
+        assert loop["dependencies"]["lake"]["up"] is True
+        (table,) = doc["tables"]["tables"]
+        assert (table["name"], table["rows"], table["applied"], table["staged"]) == (
+            "invoices", 2, staging.version, staging.version
+        )
+        text = Exposition(process).render().decode()
+        assert 'zync_apply_lag_versions{loop="apply",pipeline="invoices",table="invoices"} 0.0' in text
+        assert 'zync_table_rows{loop="apply",pipeline="invoices",table="invoices"} 2.0' in text
+    finally:
+        service.stop()
