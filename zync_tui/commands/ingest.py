@@ -285,8 +285,10 @@ def from_kafka(
         )
         registry = conn.registry(required=False)
         lines = Lines(log_format, _name(config, inputs))
-        # text: where the API listens goes to stderr (stdout has a line per commit)
-        notes = Lines(LogFormat.text, notes=None if quiet else "stderr")
+        # text: where the API listens goes to stderr (stdout has a line per commit), and
+        # only when asked for with --http: the socket's place is known (docs), and a run
+        # that fails at once says one line, its error
+        notes = Lines(LogFormat.text, notes=None if quiet or http is None else "stderr")
         json_lines = log_format is LogFormat.json
         with _Reporter(quiet or json_lines, progress and not json_lines) as reporter:
             service = FromKafkaService(
