@@ -227,7 +227,7 @@ def kill_9_while_staging(
     assert stager.offset == commits * 100
     Applier(load_config(config), lake).run_once()  # the rest, after the last kill
     entries = check_tables(lake, stager)
-    assert len({e[PROCESS] for e in entries}) >= 3  # killed ones applied, and the last
+    assert len({e[PROCESS] for e in entries}) >= 2  # a killed process applied, and the last
 
 
 def test_kill_9_at_random_moments_applies_each_staging_version_once(tmp_path: Path) -> None:
