@@ -36,12 +36,14 @@ from engine.api import (
     InputRecord,
     KafkaProfile,
     Lake,
+    Observer,
     Pipeline,
     Pool,
     ProduceOptions,
     RecordDecoder,
     RegistryProfile,
     RegistrySchemas,
+    TableSnapshot,
     ZyncError,
     avro_record_name,
     consumer,
@@ -74,6 +76,9 @@ RAW_POOL = "Raw"
 STAGING_POOL = "Staging"
 OUTPUT_TOPIC = "NewInvoices"
 EXPECTED_OUTPUTS = 8
+#: The table etl.yaml keeps from the outputs, and the invoices it holds at the end.
+TABLE = "invoices"
+EXPECTED_ROWS = 4
 
 
 class DemoError(ZyncError):
@@ -101,6 +106,7 @@ class DemoResult:
 
     staging: list[dict[str, Any]] = field(default_factory=list)
     topic: list[dict[str, Any]] = field(default_factory=list)
+    table: TableSnapshot | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -410,7 +416,7 @@ def run_demo(
         say(note)
     pipeline = make_pipeline(demo, spark=lambda: _spark(spark_master))
     pipeline.start()
-    say("loops started: from-kafka, ETL, to-kafka")
+    say("loops started: " + ", ".join(pipeline.services))
     try:
         raw = Lake(demo.lake.location).open_pool(RAW_POOL)
         sent = sum(len(b) for b in demo.batches()[: demo.published])
@@ -435,6 +441,18 @@ def run_demo(
             f"{EXPECTED_OUTPUTS} records on the {OUTPUT_TOPIC} topic",
         )
         say(f"the {OUTPUT_TOPIC} topic holds the {EXPECTED_OUTPUTS} outputs")
+        observer = Observer(demo.lake, etls=[pipeline.config])
+
+        def applied() -> bool:
+            result.table = next(t for t in observer.tables().tables if t.name == TABLE)
+            return result.table.lag == 0 and result.table.rows == EXPECTED_ROWS
+
+        wait_for(applied, timeout, f"the {TABLE} table to hold the {EXPECTED_ROWS} invoices")
+        assert result.table is not None
+        say(
+            f"the {TABLE} table holds the {EXPECTED_ROWS} invoices (its version "
+            f"{result.table.version}, staging version {result.table.applied} applied)"
+        )
     finally:
         pipeline.stop()
     result.staging = demo.staging_outputs()

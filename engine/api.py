@@ -23,6 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine import __version__
+    from engine.apply.asof import AsOfError, tables_as_of_staging
+    from engine.apply.loop import (
+        VERSIONS_PER_COMMIT,
+        Applier,
+        ApplyError,
+        ApplyResult,
+        BadOutput,
+        TableStatus,
+    )
     from engine.chart.build import ChartPlan, plan_chart, write_chart
     from engine.chart.values import ChartError
     from engine.deliver.loop import Output as DeliveryOutput
@@ -98,6 +107,7 @@ if TYPE_CHECKING:
     from engine.lake.pools import RAW, STAGING, Lake, Pool
     from engine.lake.query import Catalog, query
     from engine.lake.shaper import Shaper
+    from engine.lake.tables import TableError, lake_tables
     from engine.lake.topic_types import TopicTypes
     from engine.local.broker import make_class_archive as make_broker_class_archive
     from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
@@ -115,10 +125,17 @@ if TYPE_CHECKING:
         TopicSnapshot,
         TopicsReport,
     )
+    from engine.observe.tables_view import TableSnapshot, TablesReport, with_apply_status
     from engine.serve.auth import TOKEN_ENV as CONTROL_TOKEN_ENV
     from engine.serve.auth import Guard, TokenError, load_token
     from engine.serve.client import ApiClient, ApiError, is_socket_target
-    from engine.serve.documents import dead_letter_from, etl_from, pass_from, topics_from
+    from engine.serve.documents import (
+        dead_letter_from,
+        etl_from,
+        pass_from,
+        tables_from,
+        topics_from,
+    )
     from engine.serve.health import WEDGED_AFTER
     from engine.serve.journal import Entry as JournalEntry
     from engine.serve.journal import event_entry, json_line, record_entry
@@ -128,6 +145,7 @@ if TYPE_CHECKING:
     from engine.serve.sockets import run_dir as api_run_dir
     from engine.serve.sockets import socket_path as api_socket_path
     from engine.serve.status import SCHEMA as STATUS_SCHEMA
+    from engine.services.apply import ApplyService
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService
     from engine.services.ingest import FromKafkaService
@@ -291,7 +309,19 @@ __all__ = [
     "deliver_outputs",
     "DeliveryOutput",
     "config_outputs",
-    # services: the loops with start/stop/status, and a pipeline of all three
+    # apply: outputs kept as Delta tables (current state or history), exactly once
+    "VERSIONS_PER_COMMIT",
+    "Applier",
+    "ApplyError",
+    "ApplyResult",
+    "ApplyService",
+    "AsOfError",
+    "BadOutput",
+    "TableError",
+    "TableStatus",
+    "lake_tables",
+    "tables_as_of_staging",
+    # services: the loops with start/stop/status, and a pipeline of them all
     "ETL_INTERVAL",
     "FAILED",
     "RUNNING",
@@ -337,6 +367,7 @@ __all__ = [
     "pass_from",
     "record_entry",
     "serve",
+    "tables_from",
     "topics_from",
     # `zync build`: the pipeline as a Helm chart (engine/chart)
     "ChartError",
@@ -349,6 +380,9 @@ __all__ = [
     "EtlSnapshot",
     "Observer",
     "RecordRow",
+    "TableSnapshot",
+    "TablesReport",
+    "with_apply_status",
     "TopicSnapshot",
     "TopicsReport",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from zync_tui.commands import (
+    apply,
     build,
     console,
     deliver,
@@ -41,6 +42,7 @@ query.register(app)  # query
 etl.register(app)  # etl, pending, expired
 init.register(app)  # init
 deliver.register(app)  # to-kafka
+apply.register(app)  # apply
 run.register(app)  # run
 console.register(app)  # tui, demo
 build.register(app)  # build

@@ -54,6 +54,19 @@ Rule types and their keys:
     bundle; ``records`` holds the change events only. Do not let ``where`` filter a
     transaction's change events out, or its counts can never be met (it expires).
 
+``tables`` (optional) keeps Delta tables from outputs (docs/design.md#tables)::
+
+    tables:
+      - name: invoices          # the table's name: <lake>/invoices, and in `zync query`
+        from: NewInvoices       # the output whose records it applies
+        keys: [ID]              # fields of the output's value that identify a row
+        history: false          # true: every version, with valid_from/valid_to (SCD2)
+        location: s3://b/t      # optional: a directory or URL of its own
+
+A record updates the columns its value carries (a field the rule writes as NULL sets the
+column to NULL) and keeps the others; a tombstone (NULL value) deletes the row of its
+key, whose fields are then read from the record's key. See :mod:`engine.apply`.
+
 An output may name the ``envelope`` to-kafka delivers it in (``jdbc``, the default,
 ``differential``, ``materialize`` or ``debezium``; ``--envelope`` overrides it). An output
 with ``from: T`` is delivered only: to-kafka sends the records the rules stage for the
@@ -94,8 +107,11 @@ from engine.durations import parse_timedelta
 from engine.errors import ZyncError
 
 DEBEZIUM = "debezium"
+#: The columns a history table (``history: true``) adds to the output's fields.
+HISTORY_COLUMNS = ("valid_from", "valid_to", "valid_from_version", "valid_to_version", "is_current")
 DEBEZIUM_TXN_ID = "value.transaction.id"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class EtlConfigError(ZyncError, ValueError):
@@ -152,6 +168,55 @@ class Output(Endpoint):
     def staged(self) -> str:
         """The staging topic whose records this output carries."""
         return self.from_ or self.topic
+
+
+class Table(_Strict):
+    """A Delta table kept from the records of output ``from`` (SCD type 1, or type 2
+    with ``history``), by the apply loop (docs/design.md#tables)."""
+
+    name: str
+    from_: str = Field(alias="from")
+    keys: list[str] = Field(min_length=1)
+    history: bool = False
+    location: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _table_name(cls, value: str) -> str:
+        if not _TABLE_NAME.match(value):
+            raise ValueError(
+                f"invalid table name {value!r}: use letters, digits and '_', "
+                "starting with a letter or '_' (it is a name in SQL)"
+            )
+        return value
+
+    @field_validator("from_", "location")
+    @classmethod
+    def _filled(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, value: list[str]) -> list[str]:
+        for key in value:
+            if not key.strip():
+                raise ValueError("a key must not be empty")
+        if len(set(value)) != len(value):
+            raise ValueError("a key is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _reserved(self) -> Table:
+        if self.history:
+            for key in self.keys:
+                if key in HISTORY_COLUMNS:
+                    raise ValueError(
+                        f"key {key!r} is a column a history table adds "
+                        f"({', '.join(HISTORY_COLUMNS)})"
+                    )
+        return self
 
 
 class _Rule(_Strict):
@@ -305,6 +370,7 @@ class EtlConfig(_Strict):
     inputs: list[Endpoint] = Field(min_length=1)
     outputs: list[Output] = Field(min_length=1)
     transforms: list[Rule] = Field(min_length=1)
+    tables: list[Table] = Field(default_factory=list)
     #: The file this configuration came from (for messages), when loaded from one.
     source: str = Field(default="<config>", exclude=True)
 
@@ -342,6 +408,14 @@ class EtlConfig(_Strict):
     def output_topics(self) -> list[str]:
         """The topics rules write to (outputs with ``from`` are delivered only)."""
         return [o.topic for o in self.outputs if o.from_ is None]
+
+    def staged_topic(self, topic: str) -> str:
+        """The staging topic whose records output ``topic`` carries (its ``from``, or
+        itself)."""
+        for output in self.outputs:
+            if output.topic == topic:
+                return output.staged
+        raise KeyError(topic)
 
     def envelope_of(self, topic: str) -> str | None:
         """The envelope output ``topic`` is delivered in (None: the default)."""

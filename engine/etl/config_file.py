@@ -76,6 +76,7 @@ def _check_references(config: EtlConfig, node: yaml.Node | None) -> None:
                 f"{output.from_!r}, which is not an output the rules write"
                 f"{_suggest(output.from_, outputs)} (outputs: {', '.join(outputs)})"
             )
+    _check_tables(config, node)
     names: set[str] = set()
     for index, rule in enumerate(config.transforms):
         where = f"{source}{_at(_line(node, ('transforms', index)))}: {config.describe_rule(index)}"
@@ -105,6 +106,34 @@ def _check_references(config: EtlConfig, node: yaml.Node | None) -> None:
         if label in names:
             raise EtlConfigError(f"{where}: rule name {label!r} is used twice")
         names.add(label)
+
+
+def _check_tables(config: EtlConfig, node: yaml.Node | None) -> None:
+    """A table comes from an output, has a name of its own (no other table's, no pool's
+    of this configuration: both are names in the lake and in SQL)."""
+    source = config.source
+    every = [o.topic for o in config.outputs]
+    pools = {i.pool.lower(): i.pool for i in config.inputs} | {
+        o.pool.lower(): o.pool for o in config.outputs
+    }
+    seen: set[str] = set()
+    for index, table in enumerate(config.tables):
+        where = f"{source}{_at(_line(node, ('tables', index)))}: table {table.name!r}"
+        if table.from_ not in every:
+            line = _line(node, ("tables", index, "from"))
+            raise EtlConfigError(
+                f"{source}{_at(line)}: table {table.name!r}: `from` names topic "
+                f"{table.from_!r}, which is not an output{_suggest(table.from_, every)} "
+                f"(outputs: {', '.join(every)})"
+            )
+        if table.name.lower() in pools:
+            raise EtlConfigError(
+                f"{where}: pool {pools[table.name.lower()]!r} has this name (tables and "
+                "pools share the lake's and SQL's names): give the table another"
+            )
+        if table.name.lower() in seen:
+            raise EtlConfigError(f"{where}: two tables have this name")
+        seen.add(table.name.lower())
 
 
 def _rule_topics(rule: Any) -> list[tuple[str, str]]:
@@ -171,6 +200,12 @@ def _describe(exc: ValidationError, data: dict[str, Any], node: yaml.Node | None
         named = f" {name!r}" if isinstance(name, str) else ""
         rule_part = f"rule {index + 1} ({kind_text}{named}): "
         loc = tuple(p for p in loc[2:] if p not in _TYPE_LABELS)
+    elif len(loc) >= 2 and loc[0] == "tables" and isinstance(loc[1], int):
+        raw = data.get("tables") or []
+        table = raw[loc[1]] if loc[1] < len(raw) and isinstance(raw[loc[1]], dict) else {}
+        name = table.get("name")
+        rule_part = f"table {name!r}: " if isinstance(name, str) else f"table {loc[1] + 1}: "
+        loc = loc[2:]
     field = ".".join(str(p) for p in loc if p != "source")
     message = _message(first, field, loc)
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
@@ -205,5 +240,6 @@ _OUTPUT_KEYS = ("envelope", "from")
 _KEYS = [
     "name", "inputs", "outputs", "output", "transforms", "topic", "pool", "type", "where",
     "left", "right", "join-on", "out", "expire-after", "sql", "in", "txn-id",
-    "complete-when", "transaction-topic", "envelope", "from",
+    "complete-when", "transaction-topic", "envelope", "from", "tables", "keys", "history",
+    "location",
 ]

@@ -18,6 +18,7 @@ from engine.etl.check import check_rules
 from engine.etl.config import EtlConfig, EtlConfigError
 from engine.etl.cursors import Positions
 from engine.etl.envelopes import TopicTypes
+from engine.etl.tables import check_tables
 from engine.lake.pool_errors import PoolError
 from engine.lake.pools import RAW, STAGING, Lake, Pool
 from engine.lake.topic_types import TopicTypes as PoolTypes
@@ -92,7 +93,12 @@ class EtlPools:
             sorted((t, k.json() if k else None, v.json() if v else None) for t, (k, v) in types.items())
         )
         if self._checked is None or self._checked[0] != signature:
-            self._checked = (signature, check_rules(self.config, self.spark, types))
+            checked = check_rules(self.config, self.spark, types)
+            if self.config.tables:
+                staged = {self.config.staged_topic(t.from_) for t in self.config.tables}
+                recorded = {topic: self.staging.spark_types(topic) for topic in staged}
+                check_tables(self.config, checked, self.lake, recorded)
+            self._checked = (signature, checked)
         return self._checked[1]
 
     def record_output_types(self, checked: Checked) -> None:

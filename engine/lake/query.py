@@ -13,6 +13,12 @@ For each pool ``P`` of the lake:
     (staging pools) the ETL completion markers: ``seqno, etl, rule, topic, partition,
     offset, status``.
 
+The lake's tables (:mod:`engine.lake.tables`, kept by the apply loop) are there too, by
+name, as tables of the session's catalog (:mod:`engine.lake.table_views`): Delta's own
+time travel, ``DESCRIBE HISTORY`` and ``table_changes`` work on them as on any Delta
+table. ``tables_at`` reads some at chosen versions (``zync query --as-of-staging``), and
+``pool_at`` a pool at a chosen version with them.
+
 A pool name with characters SQL identifiers cannot hold (``-``) is registered with them
 replaced by ``_`` (``raw-2024`` → ``raw_2024``). Delta tables of the lake that are not
 pools are skipped, with the reason in :attr:`Catalog.skipped`.
@@ -32,7 +38,7 @@ Delta's own SQL works on pools by the names the user sees:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,6 +48,8 @@ from engine.lake.envelope import IS_DEADLETTER, IS_MARKER
 from engine.lake.pool_errors import PoolError
 from engine.lake.pools import STAGING, Lake, Pool
 from engine.lake.sqltext import Kind, SqlTextError, quote_name, tokens
+from engine.lake.table_views import TableView, drop_versioned, register_tables
+from engine.lake.tables import lake_tables
 from engine.lake.timetravel import (
     TimeTravelError,
     Travel,
@@ -80,9 +88,10 @@ class Catalog:
     views: list[PoolView] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     travels: list[PoolView] = field(default_factory=list)
+    tables: list[TableView] = field(default_factory=list)
 
     def names(self) -> list[str]:
-        return [name for v in self.views for name in v.views]
+        return [name for v in self.views for name in v.views] + [t.name for t in self.tables]
 
 
 def view_name(pool: str) -> str:
@@ -134,10 +143,14 @@ def register_pools(
     *,
     as_of: int | None = None,
     pools: list[str] | None = None,
+    leave: Collection[str] = (),
+    pool_at: tuple[str, int] | None = None,
 ) -> Catalog:
-    """Register every pool (or the named ones) of ``lake`` as temporary views."""
+    """Register every pool (or the named ones) of ``lake`` as temporary views, but the
+    Delta tables named in ``leave`` (the lake's tables); ``pool_at`` reads one pool at a
+    version."""
     catalog = Catalog()
-    names = pools if pools is not None else lake.pool_names()
+    names = pools if pools is not None else [n for n in lake.pool_names() if n not in leave]
     for name in names:
         try:
             pool = lake.open_pool(name)
@@ -147,7 +160,9 @@ def register_pools(
             catalog.skipped[name] = str(exc)
             continue
         version = pool.version
-        if as_of is not None:
+        if pool_at is not None and pool_at[0] == name:
+            version = pool_at[1]
+        elif as_of is not None:
             if as_of < 0 or as_of > pool.version:
                 catalog.skipped[name] = (
                     f"pool {name!r} has no version {as_of} (its versions are 0 to {pool.version})"
@@ -156,7 +171,7 @@ def register_pools(
             version = as_of
         base = view_name(name)
         try:
-            views = register_views(spark, pool, base, as_of)
+            views = register_views(spark, pool, base, None if version == pool.version else version)
         except Exception as exc:  # noqa: BLE001 - e.g. a version vacuumed away
             catalog.skipped[name] = f"pool {name!r} at version {version}: {exc}"
             continue
@@ -196,9 +211,12 @@ def register_travels(
 # DESCRIBE HISTORY | DETAIL
 
 
-def route_describe(sql: str, lake: Lake, pools: Sequence[str]) -> str | None:
+def route_describe(
+    sql: str, lake: Lake, pools: Sequence[str], tables: Collection[str] = ()
+) -> str | None:
     """``DESCRIBE HISTORY|DETAIL <pool>`` rewritten to run on the pool's Delta table;
-    None for any other statement (a qualified name or a path is left to Spark)."""
+    None for any other statement (a qualified name, a path or a table of ``tables`` is
+    left to Spark)."""
     words = tokens(sql)
     while words and words[-1].text == ";":
         words.pop()
@@ -219,6 +237,8 @@ def route_describe(sql: str, lake: Lake, pools: Sequence[str]) -> str | None:
     else:
         return None
     target = sql_names(pools).get(name.lower())
+    if target is None and name.lower() in {t.lower() for t in tables}:
+        return None
     if target is None:
         raise QueryError(
             f"no pool {name!r} in lake {lake.location} (pools: {', '.join(pools) or 'none'})"
@@ -235,26 +255,39 @@ def route_describe(sql: str, lake: Lake, pools: Sequence[str]) -> str | None:
 
 
 def query(
-    spark: SparkSession, lake: Lake, sql: str, *, as_of: int | None = None
+    spark: SparkSession,
+    lake: Lake,
+    sql: str,
+    *,
+    as_of: int | None = None,
+    tables_at: Mapping[str, int] | None = None,
+    pool_at: tuple[str, int] | None = None,
 ) -> tuple[DataFrame, Catalog]:
-    """Run ``sql`` over the lake's pools; returns the (lazy) result and the catalog.
+    """Run ``sql`` over the lake's pools and tables; returns the (lazy) result and the
+    catalog. ``as_of`` reads every pool at that version; ``tables_at`` some tables and
+    ``pool_at`` one pool at the versions given.
 
     Raises :class:`QueryError` with Spark's first line for SQL that does not analyze,
     naming a skipped pool when the query refers to one, and for a time-travel reference
     or DESCRIBE that names no pool or a version the pool does not have.
     """
-    pools = lake.pool_names()
+    names = lake.pool_names()
+    tables = lake_tables(lake, names)
+    pools = [name for name in names if name not in tables]
     catalog = Catalog()
     try:
-        described = route_describe(sql, lake, pools)
+        described = route_describe(sql, lake, pools, tables)
         if described is not None:
+            catalog.tables, catalog.skipped = register_tables(spark, tables)
             return _run(spark, described, catalog), catalog
-        travels = find_travels(sql, sql_names(pools))
+        travels = find_travels(sql, sql_names(pools), leave={t.lower() for t in tables})
     except SqlTextError:
         travels = []  # an unclosed literal or comment: Spark says where
     except TimeTravelError as exc:
         raise QueryError(str(exc)) from None
-    catalog = register_pools(spark, lake, as_of=as_of)
+    catalog = register_pools(spark, lake, as_of=as_of, leave=tables, pool_at=pool_at)
+    catalog.tables, skipped = register_tables(spark, tables, tables_at)
+    catalog.skipped.update(skipped)
     if travels:
         try:
             sql = rewrite(sql, travels, register_travels(spark, lake, travels, catalog))
@@ -266,6 +299,7 @@ def query(
         for view in catalog.travels:  # the result holds its plan: the names can go
             for name in view.views:
                 spark.catalog.dropTempView(name)
+        drop_versioned(spark, catalog.tables)
 
 
 def _run(spark: SparkSession, sql: str, catalog: Catalog) -> DataFrame:

@@ -19,7 +19,7 @@ otherwise), as Spark reads it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,13 +77,16 @@ class Travel:
         return f"TIMESTAMP AS OF {self.timestamp}"
 
 
-def find_travels(sql: str, names: Mapping[str, tuple[str, str]]) -> list[Travel]:
+def find_travels(
+    sql: str, names: Mapping[str, tuple[str, str]], leave: Collection[str] = ()
+) -> list[Travel]:
     """The time-travel references of ``sql``.
 
     ``names`` maps each SQL name a pool's views answer to (lower case: the view names,
     ``P_deadletters``, ``P_markers``, and the pool name itself, which a backticked
     reference such as ```raw-2024``` uses) to ``(pool, suffix)``. Raises
-    :class:`TimeTravelError` for a time-travelled name that is no pool, and
+    :class:`TimeTravelError` for a time-travelled name that is no pool (but those of
+    ``leave``, lower case: Delta tables Spark time-travels itself), and
     :class:`engine.lake.sqltext.SqlTextError` for an unclosed literal or comment.
     """
     found: list[Travel] = []
@@ -95,6 +98,8 @@ def find_travels(sql: str, names: Mapping[str, tuple[str, str]]) -> list[Travel]
         if (i and words[i - 1].text == ".") or _at(words, i + 1, ".") is not None:
             continue  # a qualified name (delta.`/path`, db.table): Spark's own business
         target = names.get(token.name.lower())
+        if target is None and token.name.lower() in leave:
+            continue
         # a malformed literal is an error after a pool's name; elsewhere it is not ours
         # (``SELECT version AS of``: a column aliased ``of``)
         clause = _temporal_clause(words, i + 1, strict=target is not None)

@@ -35,10 +35,18 @@ class DeadLetters:
 
     def listing(self, pool_name: str | None = None, limit: int = 1000) -> list[DeadLetter]:
         """The dead letters of one raw pool (or every raw pool), newest first."""
+        # deferred, like every heavy import of engine.observe
+        from engine.lake.pool_errors import NotAPool
+
         names = [pool_name] if pool_name else self.pools.lake.pool_names()
         out: list[DeadLetter] = []
         for name in names:
-            pool = self.pools.pool(name, "dead")
+            try:
+                pool = self.pools.pool(name, "dead")
+            except NotAPool:  # a Delta table of the lake that is no pool (a table)
+                if pool_name:
+                    raise
+                continue
             if pool.kind != "raw":
                 continue
             with self.pools.locks["dead"]:

@@ -4,7 +4,8 @@ and the ETLs configured on it.
 It composes the parts of :mod:`engine.observe`: the pools each kind of snapshot reads
 (:mod:`~engine.observe.pools`), one Kafka probe (:mod:`~engine.observe.kafka_probe`), the
 dead letters (:mod:`~engine.observe.dead_letters`), the topics snapshot
-(:mod:`~engine.observe.topics_view`) and the ETL snapshot (:mod:`~engine.observe.etl_view`).
+(:mod:`~engine.observe.topics_view`), the ETL snapshot (:mod:`~engine.observe.etl_view`)
+and the tables snapshot (:mod:`~engine.observe.tables_view`).
 Every snapshot says what it could not see in words (``error`` fields) instead of raising:
 a broker that is down gives topic rows with the lake's positions and a Kafka error, a
 missing lake gives an error and no rows, and the next poll picks recovery up by itself.
@@ -22,6 +23,7 @@ from engine.observe.etl_view import EtlView
 from engine.observe.kafka_probe import KafkaProbe
 from engine.observe.pools import SnapshotPools
 from engine.observe.reports import DeadLetter, EtlReport, TopicsReport
+from engine.observe.tables_view import TablesReport, TablesView
 from engine.observe.topics_view import TopicsView
 
 if TYPE_CHECKING:
@@ -79,6 +81,7 @@ class Observer:
         self._dead = DeadLetters(self._pools)
         self._topics = TopicsView(self._pools, self._probe, self._dead, self.etls, self._now)
         self._etl = EtlView(self._pools, self.etls, spark, self._now)
+        self._tables = TablesView(lake, self.etls, self._now)
 
     def _now(self) -> float:
         return self.clock()
@@ -111,6 +114,11 @@ class Observer:
         """Cursors, processed/pending/expired counts, and the pending and expired records
         of every configured ETL. ``listings=False`` skips the Spark-backed listings."""
         return self._etl.report(listings=listings)
+
+    def tables(self) -> TablesReport:
+        """Every table the ETLs keep (and the lake's others): version, rows, the staging
+        version it reflects, its staging pool's newest."""
+        return self._tables.report()
 
     def close(self) -> None:
         with self._pools.locks["topics"]:

@@ -1,4 +1,5 @@
-"""The observer's snapshots and an ETL pass as JSON, and back: what the status document
+"""The observer's snapshots (topics, ETL, dead letters, tables) and an ETL pass as JSON,
+and back: what the status document
 carries (:mod:`engine.serve.status`) and what the console rebuilds from it, so it renders
 a remote pipeline with the same types as a local one. Bytes travel as base64."""
 
@@ -17,6 +18,7 @@ from engine.observe.reports import (
     TopicSnapshot,
     TopicsReport,
 )
+from engine.observe.tables_view import TableSnapshot, TablesReport
 
 
 def topics_json(report: TopicsReport) -> dict[str, Any]:
@@ -35,6 +37,18 @@ def topics_from(data: dict[str, Any]) -> TopicsReport:
         kafka_error=data.get("kafka_error"),
         registry_error=data.get("registry_error"),
         lake_error=data.get("lake_error"),
+    )
+
+
+def tables_json(report: TablesReport) -> dict[str, Any]:
+    return dataclasses.asdict(report)
+
+
+def tables_from(data: dict[str, Any]) -> TablesReport:
+    return TablesReport(
+        taken_at=data["taken_at"],
+        tables=tuple(TableSnapshot(**t) for t in data["tables"]),
+        error=data.get("error"),
     )
 
 

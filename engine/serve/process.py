@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from engine.etl.result import PassResult
     from engine.observe.observer import Observer
     from engine.observe.reports import DeadLetter, EtlReport, TopicsReport
+    from engine.observe.tables_view import TablesReport
     from engine.services.service import Service, ServiceDetail
 
 #: Seconds an observer snapshot is served again before a new one is taken.
@@ -172,6 +173,22 @@ class ServedProcess:
     def dead_letters(self) -> list[DeadLetter] | None:
         observer = self.observer()
         return None if observer is None else self._snapshot("dead", observer.dead_letters, 2.0)
+
+    def tables(self) -> TablesReport | None:
+        """The observer's tables, with this process's apply loop's view laid over them."""
+        # deferred: only a status that asks for the tables loads the apply loop's modules
+        from engine.apply.loop import TableStatus
+        from engine.observe.tables_view import with_apply_status
+
+        observer = self.observer()
+        if observer is None:
+            return None
+        report = self._snapshot("tables", observer.tables)
+        apply = self.loops().get("apply")
+        detail = apply.status().detail if apply is not None else None
+        if isinstance(detail, tuple):
+            report = with_apply_status(report, [s for s in detail if isinstance(s, TableStatus)])
+        return report
 
     # -- control ----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The status document, ``GET /v1/status`` (schema :data:`SCHEMA`, documented in
 docs/design.md#the-status-document): everything the console shows of a process.
 
-Sections (``?sections=process,health,loops,topics,etl,dead_letters,demo``; default all):
+Sections (``?sections=process,health,loops,topics,etl,dead_letters,tables,demo``; default
+all):
 
 * ``process`` — pipeline, role, host, pid, start time, versions, whether it takes control;
 * ``health`` — ``live``/``ready`` and their reasons (what /healthz and /readyz answer);
@@ -9,6 +10,8 @@ Sections (``?sections=process,health,loops,topics,etl,dead_letters,demo``; defau
   its own ``detail`` (each loop declares it: engine/services/report.py);
 * ``topics``, ``etl``, ``dead_letters`` — the observer's snapshots (null when the
   process has no observer; ``etl.listed`` false when it lists no pending records);
+* ``tables`` — the tables of the configuration (and of the lake), with what this
+  process's apply loop knows laid over them (null without an observer);
 * ``demo`` — batches left and in all (only when the process runs the demo).
 
 Fields are only added within a schema version; a change of meaning is a new version.
@@ -21,14 +24,14 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from engine import __version__
-from engine.serve.documents import dead_letter_json, etl_json, topics_json
+from engine.serve.documents import dead_letter_json, etl_json, tables_json, topics_json
 from engine.serve.health import LoopFacts, liveness, readiness
 
 if TYPE_CHECKING:
     from engine.serve.process import ServedProcess
 
 SCHEMA = "zync.status/v1"
-SECTIONS = ("process", "health", "loops", "topics", "etl", "dead_letters", "demo")
+SECTIONS = ("process", "health", "loops", "topics", "etl", "dead_letters", "tables", "demo")
 
 
 def wanted_sections(text: str | None) -> tuple[str, ...]:
@@ -116,6 +119,9 @@ def document(process: ServedProcess, sections: Iterable[str] = SECTIONS) -> dict
     if "dead_letters" in wanted:
         letters = process.dead_letters()
         doc["dead_letters"] = None if letters is None else [dead_letter_json(d) for d in letters]
+    if "tables" in wanted:
+        tables = process.tables()
+        doc["tables"] = None if tables is None else tables_json(tables)
     if "demo" in wanted:
         demo = process.demo()
         if demo is not None:

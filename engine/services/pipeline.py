@@ -1,8 +1,10 @@
-"""A pipeline: from-kafka, ETL and to-kafka for one ETL configuration, in one process.
+"""A pipeline: from-kafka, ETL, to-kafka and apply for one ETL configuration, in one
+process.
 
-:class:`Pipeline` builds the three services from the configuration's inputs and outputs,
-creates its missing pools, starts the loops downstream first and stops them upstream
-first; a from-kafka commit wakes the ETL loop at once, and an ETL commit to-kafka.
+:class:`Pipeline` builds the services from the configuration's inputs, outputs and
+tables (the apply loop only when it has ``tables:``), creates its missing pools, starts
+the loops downstream first and stops them upstream first; a from-kafka commit wakes the
+ETL loop at once, and an ETL commit to-kafka and the apply loop.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from engine.services.apply import ApplyService
 from engine.services.deliver import ToKafkaService
 from engine.services.etl import ETL_INTERVAL, EtlService
 from engine.services.ingest import FromKafkaService
@@ -64,6 +67,7 @@ class Pipeline:
         replication: int = 1,
         outputs: Iterable[str] | None = None,
         ingest_options: IngestOptions | None = None,
+        versions_per_commit: int | None = None,
         create_pools: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
@@ -88,7 +92,7 @@ class Pipeline:
             lake,
             spark=spark_source,
             interval=etl_interval,
-            on_commit=lambda _result: self.to_kafka.wake(),
+            on_commit=lambda _result: self._staged(),
         )
         self.from_kafka = FromKafkaService(
             [(i.topic, i.pool) for i in self.config.inputs],
@@ -121,6 +125,11 @@ class Pipeline:
             partitions=partitions,
             replication=replication,
         )
+        self.apply: ApplyService | None = None
+        if self.config.tables:
+            self.apply = ApplyService(
+                self.config, lake, versions_per_commit=versions_per_commit
+            )
         if on_event is not None:
             for service in self.services.values():
                 service.add_listener(on_event)
@@ -128,10 +137,22 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"Pipeline({self.config.name!r}, {self.lake!r})"
 
+    def _staged(self) -> None:
+        """The ETL committed to staging: deliver and apply it now."""
+        self.to_kafka.wake()
+        if self.apply is not None:
+            self.apply.wake()
+
     @property
     def services(self) -> dict[str, AnyService]:
-        """The loops by name: ``from-kafka``, ``etl``, ``to-kafka``."""
-        return {"from-kafka": self.from_kafka, "etl": self.etl, "to-kafka": self.to_kafka}
+        """The loops by name: ``from-kafka``, ``etl``, ``to-kafka`` and, for a
+        configuration with tables, ``apply``."""
+        found: dict[str, AnyService] = {
+            "from-kafka": self.from_kafka, "etl": self.etl, "to-kafka": self.to_kafka
+        }
+        if self.apply is not None:
+            found["apply"] = self.apply
+        return found
 
     def add_listener(self, listener: Callable[[ServiceEvent], None]) -> None:
         for service in self.services.values():
@@ -154,22 +175,28 @@ class Pipeline:
 
     def start(self, only: Iterable[str] | None = None) -> None:
         """Start the loops (all, or those named in ``only``: ``from-kafka``, ``etl``,
-        ``to-kafka``), downstream first so nothing waits on a loop not started yet."""
+        ``to-kafka``, ``apply``), downstream first so nothing waits on a loop not started
+        yet."""
         wanted = set(self.services) if only is None else set(only)
         unknown = wanted - set(self.services)
+        if unknown == {"apply"}:
+            raise ServiceError(
+                f"{self.config.source} has no `tables:`, so there is no apply loop to run"
+            )
         if unknown:
             raise ServiceError(
                 f"unknown loop {sorted(unknown)[0]!r}: use {', '.join(self.services)}"
             )
         self.prepare()
-        for name in ("to-kafka", "etl", "from-kafka"):
+        for name in ("apply", "to-kafka", "etl", "from-kafka"):
             if name in wanted:
                 self.services[name].start()
 
     def stop(self, timeout: float | None = 120.0) -> None:
         """Stop every loop, upstream first; each finishes its commit in flight."""
-        for service in (self.from_kafka, self.etl, self.to_kafka):
-            service.stop(timeout)
+        for service in (self.from_kafka, self.etl, self.to_kafka, self.apply):
+            if service is not None:
+                service.stop(timeout)
 
     def status(self) -> dict[str, ServiceStatus[ServiceDetail]]:
         return {name: service.status() for name, service in self.services.items()}

@@ -7,7 +7,8 @@ answers :meth:`Service.status` from any thread with a :class:`ServiceStatus` sna
 :class:`Commit`, a recent rate, the last error, and ``detail``, the wrapped loop's own
 snapshot (:data:`ServiceDetail`: :class:`engine.ingest.stats.IngestStats`, the last
 :class:`engine.etl.result.PassResult`, a tuple of
-:class:`engine.deliver.status.DeliveryStatus`).
+:class:`engine.deliver.status.DeliveryStatus`, a tuple of
+:class:`engine.apply.loop.TableStatus`).
 
 Listeners (``on_event``) receive a :class:`ServiceEvent` per thing that happened — a
 commit, a pass, a delivery, an error — whose ``message`` is one line of words: `zync run`
@@ -36,6 +37,7 @@ from engine.heartbeat import Heartbeat, HeartbeatReading
 from engine.services.report import EventHistogram, LoopReport
 
 if TYPE_CHECKING:
+    from engine.apply.loop import TableStatus
     from engine.deliver.status import DeliveryStatus
     from engine.etl.result import PassResult
     from engine.ingest.stats import IngestStats
@@ -53,8 +55,11 @@ STATES: Final = (STOPPED, STARTING, RUNNING, STOPPING, FAILED)
 #: Seconds over which a service's rate is averaged.
 RATE_WINDOW = 10.0
 
-#: A service's ``detail``: from-kafka's stats, the ETL's last pass, to-kafka's deliveries.
-ServiceDetail: TypeAlias = "IngestStats | PassResult | tuple[DeliveryStatus, ...] | None"
+#: A service's ``detail``: from-kafka's stats, the ETL's last pass, to-kafka's deliveries,
+#: the apply loop's tables.
+ServiceDetail: TypeAlias = (
+    "IngestStats | PassResult | tuple[DeliveryStatus, ...] | tuple[TableStatus, ...] | None"
+)
 
 
 #: The type of a service's ``detail`` (each service fixes it).

@@ -18,6 +18,7 @@ from engine.api import (
     EtlSnapshot,
     PassResult,
     RecordRow,
+    TablesReport,
     TopicSnapshot,
     TopicsReport,
 )
@@ -113,6 +114,10 @@ class FakeBackend:
             EtlSnapshot("invoices", "status-update", "InvoiceStatus", 0, 2, 0, 0, 0),
         )
         return EtlReport(taken_at=T0, rows=rows, pending=(DAN,), expired=(EVE,), staging_version=5)
+
+    def tables(self) -> TablesReport:
+        """No table unless a test gives some (``self.table_rows``)."""
+        return TablesReport(taken_at=T0, tables=tuple(getattr(self, "table_rows", ())))
 
     def loops(self) -> list[LoopView]:
         out = []

@@ -80,6 +80,13 @@ def rows(app: Any, panel: str) -> list[list[str]]:
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
+def table_rows(app: Any) -> list[list[str]]:
+    """The rows of the tables under the Loops panel's loops."""
+    table = app.screen_stack[0].query_one("#tables-table", LiveTable)
+    table.flush()
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
 def status(app: Any) -> str:
     return str(app.screen_stack[0].query_one("#status").render())
 
@@ -173,10 +180,20 @@ async def test_demo_by_pilot_ends_with_8_outputs_in_staging_and_on_the_topic(spa
             assert any("published batch 4 of 4" in line for line in log)
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
-            await pilot.press("escape", "2", "p")
+            # under the loops, the invoices table the apply loop keeps: 4 rows, caught up
+            await pilot.press("escape", "2")
+            await until(
+                pilot,
+                lambda: [[r[0], r[1], r[3], r[5]] for r in table_rows(app)]
+                == [["invoices", "current", "4", "caught up"]],
+                60,
+                "Loops: the invoices table with its 4 rows, caught up",
+            )
+            assert table_rows(app)[0][2].startswith("v")  # its Delta version
+            await pilot.press("p")
             await until(pilot, lambda: app.last_pass is not None, 120, "the ETL pass started with p")
             assert "nothing new to ETL" in app.last_pass
-            for key, name in (("f", "from-kafka"), ("e", "etl"), ("t", "to-kafka")):
+            for key, name in (("f", "from-kafka"), ("e", "etl"), ("t", "to-kafka"), ("y", "apply")):
                 await pilot.press(key)
                 await until(pilot, lambda n=name: loop_state(app, n) == "stopped", 150, f"{name} stopped")
                 await pilot.press(key)

@@ -164,6 +164,27 @@ def publish_in_file_order(
         demo.published += 1
 
 
+def assert_table_soon(path: Path, expected: dict[int, tuple], timeout: float = 60.0) -> None:
+    """The table at ``path`` holds ``expected`` (ID: customer, item, status) within
+    ``timeout`` seconds."""
+    import time
+
+    from deltalake import DeltaTable
+
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = {}
+        if DeltaTable.is_deltatable(str(path)):
+            table = DeltaTable(str(path)).to_pyarrow_table()
+            rows = {
+                r["ID"]: (r["customer"], r["item"], r["invoice_status"]) for r in table.to_pylist()
+            }
+        if rows == expected:
+            return
+        assert time.monotonic() < deadline, f"the table holds {rows}"
+        time.sleep(0.2)
+
+
 def test_zync_run_invoice_scenario_end_to_end(tmp_path, broker, registry) -> None:
     kafka, reg = profiles(broker, registry)
     scenario = invoice_scenario(tmp_path)
@@ -218,6 +239,16 @@ def test_zync_run_invoice_scenario_end_to_end(tmp_path, broker, registry) -> Non
         assert plain(changes[4].value["before"]) == EXPECTED[1][1]  # Alice's invoice
         assert plain(changes[8].value["before"]) == EXPECTED[6][1]  # Charlie's, deleted
         assert {r.value["source"]["name"] for r in changes[:9]} == {"Staging"}
+
+        # the configuration's table, kept by the apply loop: Charlie's row deleted
+        assert_table_soon(
+            lake_root / "invoices",
+            {
+                100: ("Alice", "taco", "closed"),
+                101: ("Bob", "burrito", "paid"),
+                103: ("Dan", "beans", "collections"),
+            },
+        )
     finally:
         run.send_signal(signal.SIGTERM)
         try:
@@ -228,7 +259,7 @@ def test_zync_run_invoice_scenario_end_to_end(tmp_path, broker, registry) -> Non
             log.close()
     output = log_path.read_text()
     assert code == 0, output
-    for service in ("from-kafka", "etl", "to-kafka"):
+    for service in ("from-kafka", "etl", "to-kafka", "apply"):
         assert re.search(rf"{service}\s+stopped", output), output
     assert re.search(r"to-kafka\s+.*delivered pool offsets 0\.\.", output), output
     assert re.search(r"InvoiceChanges_\w+: .*delivering topic 'NewInvoices_\w+' of pool 'Staging' \(debezium envelope", output), output

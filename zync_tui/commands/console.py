@@ -213,7 +213,12 @@ def _headless(lake: str | None, timeout: float, spark_master: str | None = None)
         for row in rows:
             table.add_row(str(row["offset"]), escape(_json(row["key"])), escape(_json(row["value"])))
         out.print(table)
-    out.print(f"done in {result.seconds:.1f}s: {len(result.staging)} outputs in Staging, {len(result.topic)} on NewInvoices")
+    in_table = "no" if result.table is None else result.table.rows
+    out.print(
+        f"done in {result.seconds:.1f}s: {len(result.staging)} outputs in Staging, "
+        f"{len(result.topic)} on NewInvoices, {in_table} rows in the invoices table "
+        '(zync query "SELECT * FROM invoices")'
+    )
 
 
 def _json(value: Any) -> str:

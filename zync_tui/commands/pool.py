@@ -98,18 +98,24 @@ def list_pools(
     lake: LakeOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """List the pools: name, kind, version, rows, topics, size."""
+    """List the pools: name, kind, version, rows, topics, size (and the lake's tables)."""
+    from engine.api import lake_tables  # deferred: see open_lake
+
     with lake_errors():
         the_lake = open_lake(lake)
         pools, problems = [], {}
-        for name in the_lake.pool_names():
+        names = the_lake.pool_names()
+        tables = sorted(lake_tables(the_lake, names))
+        for name in names:
+            if name in tables:
+                continue  # a table the apply loop keeps: not a pool
             try:
                 pools.append(_pool_summary(the_lake.open_pool(name)))
             except Exception as exc:  # noqa: BLE001 - a non-pool table is listed as such
                 problems[name] = str(exc).strip().splitlines()[0]
         if as_json:
             typer.echo(json.dumps({"lake": str(the_lake.location), "pools": pools,
-                                   "not_pools": problems}, indent=2))
+                                   "not_pools": problems, "tables": tables}, indent=2))
             return
         if not pools and not problems:
             _out.print(f"no pools in {escape(str(the_lake.location))} (create one: zync pool create NAME)")
@@ -123,6 +129,8 @@ def list_pools(
                 escape(", ".join(p["topics"])) or "-", format_size(p["size_bytes"]),
             )
         _out.print(table)
+        if tables:
+            _out.print(f"tables (zync apply; zync query reads them by name): {escape(', '.join(tables))}")
         for name, problem in problems.items():
             warn(f"{escape(name)}: {escape(problem)}")
 

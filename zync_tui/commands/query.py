@@ -23,6 +23,8 @@ from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_ses
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from engine.api import Lake
+
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -59,6 +61,17 @@ def query(
         typer.Option("--as-of", metavar="VERSION", min=0, help="Read every pool at this Delta version (for one pool: P VERSION AS OF n).",
                      show_default=False),
     ] = None,
+    as_of_staging: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of-staging",
+            metavar="[POOL:]VERSION",
+            help="Read every table at its version that reflects exactly this version of "
+            "its staging pool (and that pool at it): several tables as of one source "
+            "point. Refused, in one line, when a table has not applied it yet.",
+            show_default=False,
+        ),
+    ] = None,
     limit: Annotated[
         int | None, typer.Option(min=0, help="Print at most this many rows.", show_default=False)
     ] = None,
@@ -70,6 +83,8 @@ def query(
 
     Time travel, per reference: P VERSION AS OF n, or P TIMESTAMP AS OF 'YYYY-MM-DD HH:MM:SS' (the newest version committed by then; UTC unless spark.json sets the session time zone); several versions of one pool may meet in a query. --as-of n reads every pool at version n. Delta's DESCRIBE HISTORY P \\[LIMIT n] and DESCRIBE DETAIL P take the pool names you see.
 
+    Tables (`tables:` of an ETL configuration, kept by `zync apply`) are there by name, as Delta tables: invoices VERSION AS OF n, DESCRIBE HISTORY invoices (its userMetadata names the staging versions each commit applied), and its change feed, table_changes('invoices', 2, 5). --as-of-staging V reads every table at its version that reflects staging version V.
+
     Examples:
       zync query "SELECT value.after.ID FROM Raw WHERE value.op = 'c'"
       zync query "SELECT count(*) FROM Staging VERSION AS OF 3"
@@ -78,13 +93,19 @@ def query(
                   LEFT ANTI JOIN Staging VERSION AS OF 3 o USING (seqno)"
       zync query "DESCRIBE HISTORY Raw LIMIT 5"
       zync query "DESCRIBE DETAIL `raw-2024`"
+      zync query "SELECT * FROM invoices ORDER BY ID"
+      zync query "SELECT * FROM table_changes('invoices', 1, 3)"
+      zync query --as-of-staging 7 "SELECT * FROM invoices JOIN customers USING (customer)"
     """
     from engine.api import query as run_query  # deferred: keeps `zync --help` fast
 
     with lake_errors():
         the_lake = open_lake(lake)  # before Spark: an S3 lake gives the session s3a
+        tables_at, pool_at = _as_of_staging(the_lake, as_of_staging)
         spark = spark_session(spark_master)
-        df, catalog = run_query(spark, the_lake, sql, as_of=as_of)
+        df, catalog = run_query(
+            spark, the_lake, sql, as_of=as_of, tables_at=tables_at, pool_at=pool_at
+        )
         for name, reason in catalog.skipped.items():
             if as_of is None:
                 warn(f"{escape(name)} skipped: {escape(reason)}")
@@ -121,6 +142,25 @@ def query(
             table.add_row(*[escape(v) if v is not None else "[dim]NULL[/]" for v in values])
         _out.print(table)
         _err.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def _as_of_staging(
+    lake: "Lake", text: str | None
+) -> tuple[dict[str, int] | None, tuple[str, int] | None]:
+    """The tables' versions (and the staging pool's) ``--as-of-staging`` names."""
+    if text is None:
+        return None, None
+    from engine.api import tables_as_of_staging  # deferred: keeps `zync --help` fast
+
+    pool, _, number = text.rpartition(":")
+    if not number.strip().isdigit():
+        raise UserError(f"--as-of-staging {text!r}: expected a version, or POOL:VERSION")
+    version = int(number)
+    found = tables_as_of_staging(lake, version, pool or None)
+    staging = found[0].staging
+    chosen = ", ".join(f"{t.name} at version {t.version}" for t in found)
+    _err.print(f"as of {escape(staging)} version {version}: {escape(chosen)}")
+    return {t.name: t.version for t in found}, (staging, version)
 
 
 def register(root: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""`zync run CONFIG`: from-kafka, ETL and to-kafka loops in one process, headless.
+"""`zync run CONFIG`: from-kafka, ETL, to-kafka and apply loops in one process, headless.
 
 One status line per event (a commit, a pass, a delivery, an error); SIGINT or SIGTERM
 stops the loops cleanly, each finishing its commit in flight. The lead's CLI adds it
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 import typer
 
 from zync_tui.commands import standalone_app
+from zync_tui.commands.apply import VersionsOption
 from zync_tui.commands.deliver import (
     ENVELOPE_HELP,
     EnvelopeChoice,
@@ -50,6 +51,7 @@ class Loop(enum.StrEnum):
     from_kafka = "from-kafka"
     etl = "etl"
     to_kafka = "to-kafka"
+    apply = "apply"
 
 
 def run(
@@ -124,6 +126,7 @@ def run(
         str | None,
         typer.Option(help="Spark master (default: spark.json, else local[*]).", show_default=False),
     ] = None,
+    versions_per_commit: VersionsOption = None,
     lake: LakeOption = None,
     http: HttpOption = None,
     control_token_file: TokenFileOption = None,
@@ -132,7 +135,7 @@ def run(
     no_api: NoApiOption = False,
     log_format: LogFormatOption = LogFormat.text,
 ) -> None:
-    """Run from-kafka, ETL and to-kafka for CONFIG until Ctrl-C or SIGTERM.
+    """Run from-kafka, ETL, to-kafka and (with `tables:`) apply for CONFIG until Ctrl-C or SIGTERM.
 
     Creates the configuration's pools when missing. Prints one line per event. Serves
     the API (/healthz, /readyz, /metrics, /v1/status, control) on a Unix socket under the
@@ -152,7 +155,7 @@ def run(
     lines = Lines(log_format)
 
     kafka = conn.kafka()
-    if only is None or set(only) != {Loop.etl}:
+    if only is None or not set(only) <= {Loop.etl, Loop.apply}:
         _refuse_early(kafka)
     pipeline = Pipeline(
         config,
@@ -172,12 +175,15 @@ def run(
             if workers_group is None
             else IngestOptions(create_pools=True, workers_group=workers_group.strip())
         ),
+        versions_per_commit=versions_per_commit,
         on_event=lines.event,
     )
     lines.pipeline = pipeline.config.name
     for note in pipeline.prepare():
         lines.note(note)
     names = list(pipeline.services) if not only else [n for n in pipeline.services if Loop(n) in only]
+    if only and Loop.apply in only and "apply" not in pipeline.services:
+        raise UserError(f"{config} has no `tables:`, so there is no apply loop to run")
     loops = ", ".join(names)
     # what an attached console shows besides the loops (taken only when asked)
     observer = Observer(

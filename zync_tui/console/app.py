@@ -38,6 +38,7 @@ from zync_tui.console.remote import ApiBackend
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
+from zync_tui.console.widgets.delta_tables import TablesSection
 from zync_tui.console.widgets.etl import EtlPanel
 from zync_tui.console.widgets.footer import KeysFooter
 from zync_tui.console.widgets.log import LogPanel
@@ -184,6 +185,7 @@ class ZyncConsole(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="poll-loops")
     def poll_loops(self) -> None:
         self.post_message(m.LoopsRefreshed(self.backend.loops()))
+        self.post_message(m.TablesRefreshed(self.backend.tables()))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="poll-etl")
     def poll_etl(self) -> None:
@@ -233,6 +235,11 @@ class ZyncConsole(App[None]):
         self._w(LoopsPanel).show(message.loops)
         for loop in message.loops:
             self._fault(loop.name, f"{loop.name} failed: {loop.error}" if loop.state == "failed" else None)
+
+    @_quiet
+    def on_tables_refreshed(self, message: m.TablesRefreshed) -> None:
+        self._w(TablesSection).show(message.report)
+        self._fault("tables", message.report.error)
 
     @_quiet
     def on_etl_refreshed(self, message: m.EtlRefreshed) -> None:

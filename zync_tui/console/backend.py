@@ -42,6 +42,8 @@ from engine.api import (
     ServiceEvent,
     ServiceState,
     ServiceStatus,
+    TablesReport,
+    TableStatus,
     TopicsReport,
     counts_line,
     get_spark,
@@ -52,13 +54,16 @@ from engine.api import (
     one_line,
     resolve_lake,
     run_pass,
+    with_apply_status,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOOPS = ("from-kafka", "etl", "to-kafka")
-LOOP_TITLES = {"from-kafka": "from-kafka", "etl": "ETL", "to-kafka": "to-kafka"}
+LOOP_TITLES = {"from-kafka": "from-kafka", "etl": "ETL", "to-kafka": "to-kafka", "apply": "apply"}
+#: The loop of a configuration with tables (shown only then).
+APPLY = "apply"
 
 #: A loop's state as the Loops panel shows it: a service's, or why there is none.
 LoopState: TypeAlias = ServiceState | Literal["not run", "unavailable", "unknown", "unreachable"]
@@ -119,6 +124,7 @@ class Backend(Protocol):
     def topics(self) -> TopicsReport: ...
     def etl(self) -> EtlReport: ...
     def loops(self) -> list[LoopView]: ...
+    def tables(self) -> TablesReport: ...
     def dead_letters(self) -> list[DeadLetter]: ...
     def start_loop(self, name: str) -> None: ...
     def stop_loop(self, name: str) -> None: ...
@@ -401,9 +407,23 @@ class EngineBackend:
     def dead_letters(self) -> list[DeadLetter]:
         return self._observer().dead_letters()
 
+    def tables(self) -> TablesReport:
+        """The observer's tables, with what the apply loop knows laid over them (the
+        staging versions it found nothing in for a table, its last error)."""
+        report = self._observer().tables()
+        apply = self._services.get(APPLY)
+        if apply is None:
+            return report
+        try:
+            detail = apply.status().detail
+        except Exception:  # noqa: BLE001 - the loop's view is a bonus
+            return report
+        statuses = detail if isinstance(detail, tuple) else ()
+        return with_apply_status(report, [s for s in statuses if isinstance(s, TableStatus)])
+
     def loops(self) -> list[LoopView]:
         views = []
-        for name in LOOPS:
+        for name in (*LOOPS, APPLY) if APPLY in self._services else LOOPS:
             service = self._services.get(name)
             if service is None:
                 state: LoopState = "not run" if self.read_only else "unavailable"
@@ -466,7 +486,7 @@ class EngineBackend:
         return self.log.drain()
 
     def close(self) -> None:
-        for name in reversed(LOOPS):
+        for name in (APPLY, *reversed(LOOPS)):
             service = self._services.get(name)
             if service is not None:
                 with contextlib.suppress(Exception):  # shutting down anyway

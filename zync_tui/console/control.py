@@ -85,7 +85,8 @@ class Control:
 
     def all_loops(self, action: m.LoopAction) -> None:
         if not self._refused(f"{'starting' if action == 'start' else 'stopping'} loops"):
-            for name in LOOPS:
+            shown = [loop.name for loop in self.widgets(LoopsPanel).loops]
+            for name in shown or LOOPS:  # apply too, when the pipeline has it
                 self.loop(name, action)
 
     def loop(self, name: str, action: m.LoopAction) -> None:

@@ -1,7 +1,7 @@
 """The console's own engine: a child process the console starts and stops, serving the
 same API as any running zync (zync_tui/console/child.py).
 
-The loops (from-kafka, the ETL, to-kafka), the observer and Spark's Python side are
+The loops (from-kafka, the ETL, to-kafka, apply), the observer and Spark's Python side are
 Python threads; in the console's process they would share the interpreter lock and the
 cores with the screen, and a key would wait for them (bench/console_latency.py). So they
 run in a child, below the screen's priority, and the console reaches them through the

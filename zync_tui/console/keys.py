@@ -42,6 +42,7 @@ KEYS: list[Key] = [
     Key("loops", "f", "start/stop from-kafka", "toggle_loop('from-kafka')", "f", "from-kafka"),
     Key("loops", "e", "start/stop the ETL loop", "toggle_loop('etl')", "e", "etl"),
     Key("loops", "t", "start/stop to-kafka", "toggle_loop('to-kafka')", "t", "to-kafka"),
+    Key("loops", "y", "start/stop the apply loop (tables)", "toggle_loop('apply')", "y", ""),
     Key("loops", "a", "start all loops", "start_all", "a", ""),
     Key("loops", "x", "stop all loops", "stop_all", "x", ""),
     Key("loops", "p", "run one ETL pass now and show its result", "etl_pass", "p", "pass"),

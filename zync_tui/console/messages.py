@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias
 
 from textual.message import Message
 
-from engine.api import DeadLetter, EtlReport, PassResult, TopicsReport
+from engine.api import DeadLetter, EtlReport, PassResult, TablesReport, TopicsReport
 from zync_tui.console.backend import LogEntry, LoopView
 
 #: What a loop control did.
@@ -50,6 +50,13 @@ class LoopsRefreshed(_Refreshed):
     """The loops' states, last commits and errors."""
 
     loops: list[LoopView]
+
+
+@dataclass
+class TablesRefreshed(_Refreshed):
+    """The tables the apply loop keeps: versions, rows, staging versions applied."""
+
+    report: TablesReport
 
 
 @dataclass

@@ -43,11 +43,11 @@ def console_commands(app: ConsoleActions) -> Iterator[SystemCommand]:
     yield SystemCommand("Filter records", "Filter the Pending or Expired table (/)", app.action_filter)
     yield SystemCommand("Sort records", "Sort the current table by the next column (s)", app.action_sort)
     if not app.backend.read_only:
-        for name, key in (("from-kafka", "f"), ("etl", "e"), ("to-kafka", "t")):
+        for name, key in (("from-kafka", "f"), ("etl", "e"), ("to-kafka", "t"), ("apply", "y")):
             title = LOOP_TITLES[name]
             yield SystemCommand(f"Start/stop {title}", f"Toggle the {title} loop ({key})", _bind(app.action_toggle_loop, name))
-        yield SystemCommand("Start all loops", "from-kafka, ETL and to-kafka (a)", app.action_start_all)
-        yield SystemCommand("Stop all loops", "from-kafka, ETL and to-kafka (x)", app.action_stop_all)
+        yield SystemCommand("Start all loops", "from-kafka, ETL, to-kafka and apply (a)", app.action_start_all)
+        yield SystemCommand("Stop all loops", "from-kafka, ETL, to-kafka and apply (x)", app.action_stop_all)
         yield SystemCommand("Run one ETL pass now", "Run a pass and show what it did (p)", app.action_etl_pass)
     if app.backend.demo:
         yield SystemCommand("Publish next demo batch", "Send the next invoices batch to Kafka (n)", app.action_next_batch)

@@ -23,11 +23,13 @@ from engine.api import (
     DeadLetter,
     EtlReport,
     PassResult,
+    TablesReport,
     TopicsReport,
     dead_letter_from,
     etl_from,
     is_socket_target,
     pass_from,
+    tables_from,
     topics_from,
 )
 from zync_tui.console.backend import LOOPS, LogEntry, LoopState, LoopView
@@ -194,6 +196,9 @@ class ApiBackend:
 
     def etl(self) -> EtlReport:
         return self._made("etl", self._first("etl", "etl"), etl_from)  # type: ignore[no-any-return]
+
+    def tables(self) -> TablesReport:
+        return self._made("tables", self._first("tables", "apply"), tables_from)  # type: ignore[no-any-return]
 
     def dead_letters(self) -> list[DeadLetter]:
         data = self._first("dead_letters", "from-kafka")

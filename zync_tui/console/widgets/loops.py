@@ -1,5 +1,5 @@
-"""Loops: from-kafka, ETL and to-kafka — state, where each runs, last commit, rate, last
-error."""
+"""Loops: from-kafka, ETL, to-kafka and apply — state, where each runs, last commit, rate,
+last error — and, under them, the tables the apply loop keeps."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from zync_tui.console import format as fmt
 from zync_tui.console.backend import LOOP_TITLES, LoopView
+from zync_tui.console.widgets.delta_tables import TablesSection
 from zync_tui.console.widgets.tables import LiveTable
 
 COLUMNS = [
@@ -21,7 +22,7 @@ COLUMNS = [
     ("rate", "rate"),
     ("error", "last error"),
 ]
-KEYS = {"from-kafka": "f", "etl": "e", "to-kafka": "t"}
+KEYS = {"from-kafka": "f", "etl": "e", "to-kafka": "t", "apply": "y"}
 
 
 class LoopsPanel(Vertical):
@@ -33,6 +34,7 @@ class LoopsPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield LiveTable(COLUMNS, id="loops-table")
+        yield TablesSection(id="tables-section")
         yield Static("", id="loops-detail", classes="detail", markup=False)
         yield Static("ETL pass: none run from this console yet", id="loops-pass", classes="detail", markup=False)
         yield Static("", id="loops-keys", classes="hint", markup=False)
