@@ -36,21 +36,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def image_env() -> dict[str, str]:
+def image_env(*, mapped: bool = True) -> dict[str, str]:
     """The image's environment (the Containerfile's ENV lines, in order), its paths
-    mapped to this machine's: /opt/zync/cache → zync's cache here, /opt/zync → this
-    checkout, ``$PATH`` → this process's."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    mapped to this machine's (:func:`host_paths`) unless ``mapped`` is False."""
     text = CONTAINERFILE.read_text().replace("\\\n", " ")
     env: dict[str, str] = {}
     for line in text.splitlines():
         if not line.startswith("ENV "):
             continue
         for key, value in re.findall(r"(\w+)=(\S+)", line[4:]):
-            value = value.replace("$PATH", os.environ["PATH"])
-            value = value.replace("/opt/zync/cache", cache).replace("/opt/zync", str(ROOT))
-            env[key] = value
+            env[key] = host_paths(value) if mapped else value
     return env
+
+
+def host_paths(value: str) -> str:
+    """An image path as this machine has it: /opt/zync/cache → zync's cache here,
+    /opt/zync → this checkout, ``$PATH`` → this process's."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    value = value.replace("/opt/zync/cache", cache).replace("/opt/zync", str(ROOT))
+    return value.replace("$PATH", os.environ["PATH"])
 
 
 @dataclass
@@ -122,7 +126,9 @@ class Pod:
         return text
 
     def _env(self, mounts: list[tuple[str, Path]]) -> dict[str, str]:
-        env = {k: self._map(v, mounts) for k, v in image_env().items()}
+        # the pod's mounts first, on the image's paths, then the image's paths as this
+        # machine has them (a checkout under /tmp must not land in the pod's /tmp)
+        env = {k: host_paths(self._map(v, mounts)) for k, v in image_env(mapped=False).items()}
         if "JAVA_HOME" in os.environ:  # the image's java is on its PATH; here maybe not
             env["JAVA_HOME"] = os.environ["JAVA_HOME"]
         fields = {"metadata.name": self.name, "status.podIP": "127.0.0.1"}
