@@ -184,6 +184,8 @@ class ValueMaker:
             unscaled = 0
         text = str(abs(unscaled)).rjust(scale + 1, "0")
         body = text if scale == 0 else f"{text[:-scale]}.{text[-scale:]}"
+        if rnd.random() < 0.15:  # more places than the type's: Spark rounds half up
+            body += ("" if scale else ".") + rnd.choice(["5", "49", "51", "0"])
         return ("-" if unscaled < 0 else "") + body
 
 

@@ -16,7 +16,8 @@ value is rendered only where both JVM algorithms give those digits; elsewhere
   exact integer digits rounded at a precision estimated from the exponent;
 * a shortest decimal on or beyond the bound of the *open* interval of values that round
   to x (Java 17's bound; for a power of two, the narrower lower half-gap on both sides),
-  or a shortest decimal above the value whose truncation at the same length is inside
+  a value halfway between two decimals of that length (the algorithms break such ties
+  their own ways), or a shortest decimal above the value whose truncation at the same length is inside
   that interval too (Java 17 then does not always round up to the closer one:
   2.3851136372966235E25 comes out as 2.3851136372966234E25) — checked exactly wherever
   they are possible (16 and more digits, powers of two, values from 2^53).
@@ -172,5 +173,8 @@ def _check_exact(
     distance = abs(chosen - exact)
     if distance >= half_gap:
         raise Unsupported(f"the number {magnitude!r} (its shortest decimal is on the bound)")
-    if chosen > exact and chosen - unit > exact - half_gap and truncating:
+    other = chosen - unit if chosen > exact else chosen + unit
+    if abs(other - exact) == distance:
+        raise Unsupported(f"the number {magnitude!r} (halfway between two decimals)")
+    if chosen > exact and other > exact - half_gap and truncating:
         raise Unsupported(f"the number {magnitude!r} (rounded up, with its truncation inside)")
