@@ -34,7 +34,7 @@ from tests.rowwise_corpus import (
 )
 from tests.rowwise_harness import Input, RuleReport, compare_configuration
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow(seconds=60)]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow(seconds=25)]
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_US = 1_714_557_600_000_000  # 2024-05-01T10:00:00Z

@@ -321,3 +321,28 @@ def test_session_settings_reach_the_compiled_rule() -> None:
     analysed = select((s_(), "key", "string"))
     other = Analysed(analysed.plan, analysed.schema, Session(time_zone="Europe/Oslo"))
     assert compile_select(other).session.time_zone == "Europe/Oslo"
+
+
+def test_a_denorm_pair_whose_timestamps_are_null() -> None:
+    """The view row of a pair: the order columns as the pass computes them (greatest()
+    skips a NULL timestamp); the compiled SELECT reads ``left`` and ``right``."""
+    from engine.etl.config_file import parse_config
+    from engine.etl.rowwise.rule_set import RowRule
+
+    config = parse_config(
+        "name: n\ninputs: [{topic: A, pool: Raw}, {topic: B, pool: Raw}]\n"
+        "outputs: [{topic: O, pool: Staging}]\ntransforms:\n"
+        "  - {type: denorm, left: A, right: B, join-on: 'true', out: O, sql: 'SELECT 1 AS key, 2 AS value'}\n"
+    )
+    envelope = {"type": "struct", "fields": [{"name": "seqno", "type": "long"}]}
+    plan = node(PLAN + "Project", node(PLAN + "SubqueryAlias", node(
+        PLAN + "LocalRelation", output=[attr("left", envelope, 1), attr("right", envelope, 2),
+                                        attr("__zts", "timestamp", 3)])),  # fmt: skip
+        projectList=[alias(field(attr("left", envelope, 1), 0, "seqno"), "key", 10),
+                     alias(attr("__zts", "timestamp", 3), "value", 11)])  # fmt: skip
+    schema = {"type": "struct", "fields": [{"name": "key", "type": "long"}, {"name": "value", "type": "timestamp"}]}
+    select_ = compile_select(Analysed(json.dumps(plan), json.dumps(schema)))
+    rule = RowRule(0, config.transforms[0], {}, None, select_, {})
+    left, right = (5, ("A", 0, 1, None), None, None), (7, ("B", 0, 2, 1_000), None, None)
+    assert rule.outputs(left, right) == [{"key": "5", "value": '"1970-01-01T00:00:00.001Z"'}]
+    assert rule.outputs(left, (7, ("B", 0, 2, None), None, None)) == [{"key": "5", "value": None}]

@@ -90,9 +90,10 @@ class RowRule:
             row = {"in": record, "__zo1": record[0], "__zo2": self.index, "__zo3": record[0],
                    "__zo4": 0, "__zts": record[1][3]}  # fmt: skip
         else:
+            times = [t for t in (record[1][3], right[1][3]) if t is not None]
             row = {"left": record, "right": right, "__zo1": max(record[0], right[0]),
                    "__zo2": self.index, "__zo3": record[0], "__zo4": right[0],
-                   "__zts": max(record[1][3], right[1][3])}  # fmt: skip
+                   "__zts": max(times) if times else None}  # fmt: skip
         return self.select.json_texts(row)
 
 
