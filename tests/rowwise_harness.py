@@ -128,6 +128,8 @@ def _records(rule: RowRule, report: RuleReport, inputs: Sequence[Input], topic: 
             )
         except Unsupported as exc:
             report.refused[f"input: {exc.reason}"] += 1
+            if exc.reason.startswith("unforeseen"):
+                report.mismatches.append(f"rule {report.index + 1} seqno {item.seqno}: {exc.reason}")
     return records
 
 
@@ -285,6 +287,8 @@ def _check(report: RuleReport, what: str, mine: Any, spark_value: Any) -> None:
     try:
         value = mine()
     except Unsupported as exc:
+        if exc.reason.startswith("unforeseen"):  # a bug, not a refusal
+            report.mismatches.append(f"rule {report.index + 1} {what}: {exc.reason}")
         report.refused[exc.reason] += 1
         if spark_value is SPARK_FAILED:
             report.spark_failed += 1

@@ -346,3 +346,12 @@ def test_a_denorm_pair_whose_timestamps_are_null() -> None:
     left, right = (5, ("A", 0, 1, None), None, None), (7, ("B", 0, 2, 1_000), None, None)
     assert rule.outputs(left, right) == [{"key": "5", "value": '"1970-01-01T00:00:00.001Z"'}]
     assert rule.outputs(left, (7, ("B", 0, 2, None), None, None)) == [{"key": "5", "value": None}]
+
+
+def test_an_error_nothing_foresaw_refuses_instead_of_failing_the_pass() -> None:
+    misread = field(attr("v", VALUE, 1), 9, "nine")  # an ordinal the struct has not
+    with pytest.raises(Unsupported, match="^unforeseen IndexError"):
+        compile_select(select((misread, "x", "integer")))
+    compiled = compile_select(select((i_(), "x", "integer")))
+    with pytest.raises(Unsupported, match="^unforeseen TypeError"):
+        compiled.run({"v": 5})  # not a struct's value

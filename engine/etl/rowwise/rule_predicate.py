@@ -20,7 +20,7 @@ from engine.etl.rowwise.compiler import Compiler
 from engine.etl.rowwise.datatypes import BOOLEAN, VOID
 from engine.etl.rowwise.plan_tree import tree
 from engine.etl.rowwise.relations import attributes
-from engine.etl.rowwise.unsupported import Unsupported
+from engine.etl.rowwise.unsupported import UNFORESEEN, Unsupported, unforeseen
 
 
 @dataclass(frozen=True)
@@ -31,16 +31,26 @@ class RowPredicate:
     used: frozenset[str]
 
     def test(self, row: Mapping[str, Any]) -> bool | None:
-        return self.fn(row)  # type: ignore[no-any-return]
+        try:
+            return self.fn(row)  # type: ignore[no-any-return]
+        except UNFORESEEN as exc:
+            raise unforeseen(exc) from exc
 
     def matches(self, row: Mapping[str, Any]) -> bool:
         """Whether the condition is true (NULL is not)."""
-        return self.fn(row) is True
+        return self.test(row) is True
 
 
 def compile_predicate(analysed: Analysed) -> RowPredicate:
     """Compile the analysed ``SELECT <condition> FROM <input>``; Unsupported for a
     condition not implemented exactly."""
+    try:
+        return _compile_predicate(analysed)
+    except UNFORESEEN as exc:
+        raise unforeseen(exc) from exc
+
+
+def _compile_predicate(analysed: Analysed) -> RowPredicate:
     root = tree(analysed.plan)
     if root.name != "Project" or len(root.children) != 1:
         raise Unsupported(f"a condition whose plan is a {root.name}")

@@ -24,7 +24,7 @@ from engine.etl.rowwise.json_write import json_text, writer
 from engine.etl.rowwise.plan_tree import Node, tree
 from engine.etl.rowwise.references import expr_id
 from engine.etl.rowwise.relations import attributes
-from engine.etl.rowwise.unsupported import Unsupported
+from engine.etl.rowwise.unsupported import UNFORESEEN, Unsupported, unforeseen
 
 Row = Mapping[str, Any]
 
@@ -64,12 +64,15 @@ class RowSelect:
 
     def run(self, row: Row) -> list[dict[str, Any]]:
         current: Row = row
-        for stage in self.stages:
-            if isinstance(stage, _Filter):
-                if stage.condition(current) is not True:
-                    return []
-            else:
-                current = {key: fn(current) for key, fn in stage.items}
+        try:
+            for stage in self.stages:
+                if isinstance(stage, _Filter):
+                    if stage.condition(current) is not True:
+                        return []
+                else:
+                    current = {key: fn(current) for key, fn in stage.items}
+        except UNFORESEEN as exc:
+            raise unforeseen(exc) from exc
         return [dict(current)]
 
     def column(self, name: str) -> Column:
@@ -83,15 +86,26 @@ class RowSelect:
         (:func:`engine.etl.rowwise.json_write.json_text`)."""
         types = [(name, self.column(name).type) for name in names]
         zone = self.session.time_zone
-        return [
-            {name: json_text(out[name], data_type, zone) for name, data_type in types}
-            for out in self.run(row)
-        ]
+        outputs = self.run(row)
+        try:
+            return [
+                {name: json_text(out[name], data_type, zone) for name, data_type in types}
+                for out in outputs
+            ]
+        except UNFORESEEN as exc:
+            raise unforeseen(exc) from exc
 
 
 def compile_select(analysed: Analysed, hidden: Collection[str] = ()) -> RowSelect:
     """Compile a rule's analysed SELECT; ``hidden``: output columns left out (the order
     columns a pass computes itself). Unsupported for a plan not implemented exactly."""
+    try:
+        return _compile_select(analysed, hidden)
+    except UNFORESEEN as exc:
+        raise unforeseen(exc) from exc
+
+
+def _compile_select(analysed: Analysed, hidden: Collection[str]) -> RowSelect:
     root = tree(analysed.plan)
     chain: list[Node] = []
     node = root

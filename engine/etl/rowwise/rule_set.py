@@ -23,7 +23,7 @@ from engine.etl.rowwise.datatypes import DataType, parse_type
 from engine.etl.rowwise.json_read import parse_json
 from engine.etl.rowwise.rule_predicate import RowPredicate, compile_predicate
 from engine.etl.rowwise.rule_select import RowSelect, compile_select
-from engine.etl.rowwise.unsupported import Unsupported
+from engine.etl.rowwise.unsupported import UNFORESEEN, Unsupported, unforeseen
 from engine.etl.sql import wrap_select
 
 if TYPE_CHECKING:
@@ -64,12 +64,15 @@ class RowRule:
     ) -> Record:
         """The typed pool record of an input record given as JSON text."""
         types = self.types[kafka[0]]
-        return (
-            seqno,
-            kafka,
-            key if types.key is None else parse_json(key, types.key),
-            value if types.value is None else parse_json(value, types.value),
-        )
+        try:
+            return (
+                seqno,
+                kafka,
+                key if types.key is None else parse_json(key, types.key),
+                value if types.value is None else parse_json(value, types.value),
+            )
+        except UNFORESEEN as exc:
+            raise unforeseen(exc) from exc
 
     def matches(self, record: Record) -> bool:
         """Whether the rule's ``where`` is true for the record (of one of its topics)."""
