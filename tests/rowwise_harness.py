@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.etl.config import DenormRule, EtlConfig, StatelessRule
 from engine.etl.envelopes import TopicTypes, json_text_sql, parse_json_sql
-from engine.etl.rowwise.rule_set import Record, Refused, RowRule, compile_rules
+from engine.etl.rowwise.rule_set import Record, Refused, RowRule, compile_rules, first_rule
 from engine.etl.rowwise.unsupported import Unsupported
 from engine.etl.sql import quote, wrap_select
 
@@ -87,6 +87,7 @@ def compare_configuration(
         for report in reports:
             if isinstance(report.compiled, RowRule):
                 _compare_rule(spark, config, token, report, report.compiled, inputs, pairs_per_rule, views)
+        _compare_assignment(spark, config, types, token, reports, inputs)
     finally:
         for name in views:
             spark.catalog.dropTempView(name)
@@ -222,6 +223,52 @@ def _compare_rule(
         )
 
 
+def _compare_assignment(
+    spark: Any,
+    config: EtlConfig,
+    types: Mapping[str, TopicTypes],
+    token: str,
+    reports: list[RuleReport],
+    inputs: Sequence[Input],
+) -> None:
+    """Each record's first matching rule, as the pass's own SQL assigns it
+    (:func:`engine.etl.rules.assign_sql`), against :func:`first_rule`. Differences are
+    reported on the first rule's report."""
+    from engine.etl.rules import assign_sql
+
+    if not any(r.supported for r in reports):
+        return
+    candidates = f"{token}_candidates"
+    spark.sql(
+        "SELECT 'Raw' AS pool, seqno, named_struct('topic', topic, 'partition', partition, "
+        f"'offset', `offset`, 'timestamp', ts) AS kafka, key, value FROM {token}_inputs"
+    ).createOrReplaceTempView(candidates)
+    try:
+        rows, failed = _collect(
+            lambda low, high: spark.sql(
+                f"SELECT seqno, __rule FROM ({assign_sql(config, candidates, types)}) "
+            ).where(f"seqno BETWEEN {low} AND {high}").collect(),
+            sorted(i.seqno for i in inputs),
+        )
+    finally:
+        spark.catalog.dropTempView(candidates)
+    assigned: dict[int, Any] = {row.seqno: row["__rule"] for row in rows}
+    assigned.update({seqno: SPARK_FAILED for seqno in failed})
+    compiled = [r.compiled for r in reports]
+    by_topic = {t: c for c in compiled if isinstance(c, RowRule) for t in c.rule.topics}
+    report = reports[0]
+    for item in inputs:
+        rule = by_topic.get(item.topic)
+        if rule is None:
+            continue
+        kafka = (item.topic, item.partition, item.offset, item.timestamp)
+
+        def mine(item: Input = item, rule: RowRule = rule, kafka: Any = kafka) -> int:
+            return first_rule(compiled, rule.record(item.seqno, kafka, item.key, item.value))
+
+        _check(report, f"assignment of seqno {item.seqno}", mine, assigned[item.seqno])
+
+
 def _pair_count(records: Mapping[str, Mapping[int, Record]], rule: DenormRule) -> int:
     return len(records[rule.left]) * len(records[rule.right])
 
@@ -235,12 +282,14 @@ def _collect(run: Callable[[int, int], list[Any]], seqnos: list[int]) -> tuple[l
     below everything Spark evaluates: it evaluates a projection of local rows whole when
     it plans it); where Spark raises for some row (an ANSI error), the range is halved
     until the failing seqnos are found."""
-    from pyspark.errors import PySparkException
+    from pyspark.errors import AnalysisException, PySparkException
 
     if not seqnos:
         return [], set()
     try:
         return run(seqnos[0], seqnos[-1]), set()
+    except AnalysisException:
+        raise  # the statement is wrong, not a row
     except PySparkException:
         if len(seqnos) == 1:
             return [], {seqnos[0]}

@@ -6,18 +6,19 @@ Spark's analysis against the input types — the same empty typed inputs
 A :class:`RowRule` also builds what its compiled parts read: the typed pool record of an
 input (:meth:`RowRule.record`, key and value parsed as ``from_json`` would), and the
 view row of a match with its order columns (:meth:`RowRule.outputs`), so a pass hands it
-JSON text and gets JSON text back. Transaction rules are not evaluated here.
+JSON text and gets JSON text back; :func:`first_rule` assigns a record its rule as the
+pass does. Transaction rules are not evaluated here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.etl.config import DenormRule, EtlConfig, Rule, StatelessRule
 from engine.etl.envelopes import TopicTypes, envelope_schema, value_known
-from engine.etl.plan_context import ORDER_COLUMNS
+from engine.etl.plan_context import NO_RULE, ORDER_COLUMNS
 from engine.etl.rowwise.analysed import analysed
 from engine.etl.rowwise.datatypes import DataType, parse_type
 from engine.etl.rowwise.json_read import parse_json
@@ -105,7 +106,24 @@ class Refused:
     """A rule left to Spark, and why."""
 
     index: int
+    rule: Rule
     reason: str
+
+
+def first_rule(compiled: Sequence[RowRule | Refused], record: Record) -> int:
+    """The rule a pass assigns an input record to (:func:`engine.etl.rules.assign_sql`):
+    the index of the first rule, in file order, over the record's topic whose ``where``
+    is true; :data:`~engine.etl.plan_context.NO_RULE` when none is. Unsupported when a
+    refused rule comes first that could take it (its condition is Spark's to decide)."""
+    topic = record[1][0]
+    for item in compiled:
+        if topic not in item.rule.topics:
+            continue
+        if isinstance(item, Refused):
+            raise Unsupported(f"rule {item.index + 1} could take the record ({item.reason})")
+        if item.matches(record):
+            return item.index
+    return NO_RULE
 
 
 def compile_rules(
@@ -118,7 +136,7 @@ def compile_rules(
         try:
             compiled.append(_compile_rule(index, rule, spark, types))
         except Unsupported as exc:
-            compiled.append(Refused(index, exc.reason))
+            compiled.append(Refused(index, rule, exc.reason))
     return compiled
 
 
