@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from engine.etl.checked import Checked
+    from engine.etl.rowwise.rule_set import Refused, RowRule
 
 
 class EtlPools:
@@ -39,6 +40,7 @@ class EtlPools:
         self._spark: SparkSession | None = None
         self._pools: dict[str, Pool] = {}
         self._checked: tuple[str, Checked] | None = None
+        self._rows: tuple[str, list[RowRule | Refused]] | None = None
         self._recorded: str | None = None
 
     @property
@@ -88,12 +90,23 @@ class EtlPools:
         the types do not change); raises :class:`EtlConfigError`."""
         _ = self.staging
         types = self.types()
-        signature = repr(
-            sorted((t, k.json() if k else None, v.json() if v else None) for t, (k, v) in types.items())
-        )
+        signature = _signature(types)
         if self._checked is None or self._checked[0] != signature:
             self._checked = (signature, check_rules(self.config, self.spark, types))
         return self._checked[1]
+
+    def row_rules(self) -> list[RowRule | Refused]:
+        """Every rule compiled for evaluation row by row, or refused with the reason
+        (:func:`engine.etl.rowwise.rule_set.compile_rules`: Spark's analysis, once while
+        the input types do not change)."""
+        # deferred: the evaluator's modules, loaded by a pass that may use them
+        from engine.etl.rowwise.rule_set import compile_rules
+
+        types = self.types()
+        signature = _signature(types)
+        if self._rows is None or self._rows[0] != signature:
+            self._rows = (signature, compile_rules(self.config, self.spark, types))
+        return self._rows[1]
 
     def record_output_types(self, checked: Checked) -> None:
         """Record the outputs' key and value types in the staging pool (once per change)."""
@@ -106,3 +119,10 @@ class EtlPools:
         if wanted and signature != self._recorded:
             self.staging.record_types(wanted)
             self._recorded = signature
+
+
+def _signature(types: dict[str, TopicTypes]) -> str:
+    """The input types as text, to know when they changed."""
+    return repr(
+        sorted((t, k.json() if k else None, v.json() if v else None) for t, (k, v) in types.items())
+    )
