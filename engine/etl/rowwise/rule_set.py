@@ -127,12 +127,20 @@ def first_rule(compiled: Sequence[RowRule | Refused], record: Record) -> int:
 
 
 def compile_rules(
-    config: EtlConfig, spark: SparkSession, types: Mapping[str, TopicTypes]
+    config: EtlConfig,
+    spark: SparkSession,
+    types: Mapping[str, TopicTypes],
+    *,
+    reuse: Mapping[int, RowRule | Refused] | None = None,
 ) -> list[RowRule | Refused]:
-    """Every rule of ``config`` compiled, or refused with its reason (in rule order).
-    Analysis only: Spark runs no job."""
+    """Every rule of ``config`` compiled, or refused with its reason (in rule order);
+    a rule in ``reuse`` (by index: its topics' types did not change) is taken from
+    there. Analysis only: Spark runs no job."""
     compiled: list[RowRule | Refused] = []
     for index, rule in enumerate(config.transforms):
+        if reuse is not None and index in reuse:
+            compiled.append(reuse[index])
+            continue
         try:
             compiled.append(_compile_rule(index, rule, spark, types))
         except Unsupported as exc:
