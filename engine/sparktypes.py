@@ -30,6 +30,25 @@ def load_type(text: str | None) -> DataType | None:
     return _parse_datatype_json_string(text)
 
 
+def readable(data_type: DataType) -> DataType:
+    """``data_type`` as a reader parses it: NullType (a field never seen with a value
+    yet, which a pool records so that a later value gives its type) read as its JSON
+    text, StringType, everywhere in the type."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    if isinstance(data_type, T.NullType):
+        return T.StringType()
+    if isinstance(data_type, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, readable(f.dataType), f.nullable, f.metadata) for f in data_type.fields]
+        )
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(readable(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, readable(data_type.valueType), data_type.valueContainsNull)
+    return data_type
+
+
 def merge_optional(a: DataType | None, b: DataType | None) -> DataType | None:
     """:func:`merge_spark_types` where None (no type known) yields to the other side."""
     if a is None:

@@ -60,9 +60,9 @@ def ingest(pool: Pool, events: list[dict[str, Any]]) -> None:
     types = {}
     for topic in offsets:
         of = [e for e in events if e["topic"] == topic]
-        types[topic] = TopicTypes(
-            key=json_value_to_spark(e["key"] for e in of).json(),
-            value=json_value_to_spark(e["value"] for e in of).json(),
+        types[topic] = TopicTypes(  # as from-kafka records them
+            key=json_value_to_spark((e["key"] for e in of), unknown="null").json(),
+            value=json_value_to_spark((e["value"] for e in of), unknown="null").json(),
         )
     pool.record_types(types)
     pool.append_records(rows, {(t, 0): off - 1 for t, off in offsets.items()})

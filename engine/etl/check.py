@@ -124,12 +124,19 @@ def view_with_order(df: DataFrame, struct_names: Sequence[str]) -> DataFrame:
 
 
 def check_rules(
-    config: EtlConfig, spark: SparkSession, types: Mapping[str, TopicTypes]
+    config: EtlConfig,
+    spark: SparkSession,
+    types: Mapping[str, TopicTypes],
+    *,
+    reuse: Mapping[int, RuleCheck] | None = None,
 ) -> Checked:
     """Analyze every rule's expressions and SQL; raises :class:`EtlConfigError`.
 
     ``types`` maps each input topic to its (key, value) Spark types; a rule touching a
-    topic whose types are not known yet (no record ingested) is only parsed.
+    topic whose types are not known yet (no record ingested) is only parsed. A rule in
+    ``reuse`` (by index: its topics' types did not change since it was checked) is not
+    analyzed again — a configuration of hundreds of rules over JSON topics, whose types
+    grow as new values arrive, would otherwise check them all at every change.
     """
     from pyspark.sql import functions as F  # deferred: pyspark
 
@@ -137,6 +144,9 @@ def check_rules(
     checked = Checked()
     try:
         for index, rule in enumerate(config.transforms):
+            if reuse is not None and index in reuse:
+                checked.rules.append(reuse[index])
+                continue
             if not all(checker.known(t) for t in rule.topics):
                 for what, text in _expressions(rule):
                     checker.parse_only(index, what, text)

@@ -105,6 +105,9 @@ def plan_pass(
     if warm is not None:
         if warm.rows.num_rows == 0 and warm.done.num_rows == 0:
             return _with_read(empty_plan(positions), warm, warm.done)
+        by_rows = _by_rows(pools, positions, checked, warm, timings)
+        if by_rows is not None:
+            return by_rows
         fresh = pools.spark.createDataFrame(warm.rows)
         done = warm.done
     else:
@@ -265,6 +268,32 @@ def _evaluate(
                 raise
         finally:
             release_inputs()
+
+
+def _by_rows(
+    pools: EtlPools, positions: Positions, checked: Checked, warm: WarmRead, timings: Timings
+) -> Plan | None:
+    """The pass evaluated row by row on the driver (:mod:`engine.etl.evaluate_rows`),
+    or None when Spark must evaluate it (the reason is noted in ``timings``)."""
+    # deferred: the row evaluator, loaded by the passes that use it
+    from engine.etl import evaluate_rows
+    from engine.etl.rowwise.unsupported import Unsupported
+
+    if evaluate_rows.ROWWISE_ROWS <= 0:
+        return None
+    try:
+        with timings.phase("evaluate"):
+            compiled = pools.row_rules()
+            rows = evaluate_rows.evaluate_rows(
+                pools.config, checked, compiled, warm.rows, warm.done
+            )
+    except Unsupported as exc:
+        timings.row_refusal = exc.reason
+        return None
+    timings.evaluated_by = "rows"
+    evaluated = _Evaluated(rows.fates, rows.counts, local_outputs=rows.outputs)
+    with timings.phase("decide"):
+        return _decided(pools, positions, evaluated, warm, warm.done)
 
 
 def _decided(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.etl.check import check_rules
-from engine.etl.config import EtlConfig, EtlConfigError
+from engine.etl.config import EtlConfig, EtlConfigError, TxnRule
 from engine.etl.cursors import Positions
 from engine.etl.envelopes import TopicTypes
 from engine.etl.tables import check_tables
@@ -27,7 +27,8 @@ from engine.spark import SparkSource, spark_factory
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.etl.checked import Checked
+    from engine.etl.checked import Checked, RuleCheck
+    from engine.etl.rowwise.rule_set import Refused, RowRule
 
 
 class EtlPools:
@@ -39,7 +40,11 @@ class EtlPools:
         self._spark_source = spark_factory(spark)
         self._spark: SparkSession | None = None
         self._pools: dict[str, Pool] = {}
-        self._checked: tuple[str, Checked] | None = None
+        self._types: tuple[dict[str, str], dict[str, TopicTypes]] | None = None
+        self._checked: Checked | None = None
+        #: per rule: the signature of its topics' types when checked, and what was found
+        self._checks: dict[int, tuple[str, RuleCheck]] = {}
+        self._compiled: dict[int, tuple[str, RowRule | Refused]] = {}
         self._recorded: str | None = None
 
     @property
@@ -81,25 +86,72 @@ class EtlPools:
         return Positions.load(self.config, self.staging)
 
     def types(self) -> dict[str, TopicTypes]:
-        """Each input topic's (key, value) Spark types from its raw pool (None: unknown)."""
-        return {t: self.raw(self.config.pool_of(t)).spark_types(t) for t in self.config.input_topics}
+        """Each input topic's (key, value) Spark types from its raw pool (None: unknown);
+        made again only when a raw pool's recorded types changed."""
+        recorded = self._recorded_types()
+        if self._types is None or self._types[0] != recorded:
+            types = {
+                t: self.raw(self.config.pool_of(t)).spark_types(t) for t in self.config.input_topics
+            }
+            self._types = (recorded, types)
+        return self._types[1]
 
     def check(self) -> Checked:
-        """Check the configuration against the lake and the input types (cached while
-        the types do not change); raises :class:`EtlConfigError`."""
+        """Check the configuration against the lake and the input types; raises
+        :class:`EtlConfigError`. A rule is analyzed again only when the types of its own
+        topics changed: JSON topics' types grow as values arrive, and a configuration of
+        hundreds of rules would otherwise be checked whole at each change."""
         _ = self.staging
         types = self.types()
-        signature = repr(
-            sorted((t, k.json() if k else None, v.json() if v else None) for t, (k, v) in types.items())
-        )
-        if self._checked is None or self._checked[0] != signature:
-            checked = check_rules(self.config, self.spark, types)
+        signatures = self._rule_signatures()
+        reuse = {
+            i: check for i, (sig, check) in self._checks.items() if signatures[i] == sig
+        }
+        if len(reuse) < len(signatures) or self._checked is None:
+            checked = check_rules(self.config, self.spark, types, reuse=reuse)
             if self.config.tables:
                 staged = {self.config.staged_topic(t.from_) for t in self.config.tables}
                 recorded = {topic: self.staging.spark_types(topic) for topic in staged}
                 check_tables(self.config, checked, self.lake, recorded)
-            self._checked = (signature, checked)
-        return self._checked[1]
+            self._checked = checked
+            self._checks = {
+                i: (signatures[i], check) for i, check in enumerate(self._checked.rules)
+            }
+        return self._checked
+
+    def row_rules(self) -> list[RowRule | Refused]:
+        """Every rule compiled for evaluation row by row, or refused with the reason
+        (:func:`engine.etl.rowwise.rule_set.compile_rules`: Spark's analysis, again for
+        a rule only when the types of its topics changed)."""
+        # deferred: the evaluator's modules, loaded by a pass that may use them
+        from engine.etl.rowwise.rule_set import compile_rules
+
+        types = self.types()
+        signatures = self._rule_signatures()
+        reuse = {i: rule for i, (sig, rule) in self._compiled.items() if signatures[i] == sig}
+        if len(reuse) < len(signatures):
+            compiled = compile_rules(self.config, self.spark, types, reuse=reuse)
+            self._compiled = {i: (signatures[i], rule) for i, rule in enumerate(compiled)}
+        return [rule for _, (_, rule) in sorted(self._compiled.items())]
+
+    def _recorded_types(self) -> dict[str, str]:
+        """Each input topic's types as its raw pool records them (JSON text)."""
+        out = {}
+        for topic in self.config.input_topics:
+            recorded = self.raw(self.config.pool_of(topic)).topic_types(topic)
+            out[topic] = "" if recorded is None else f"{recorded.key}\n{recorded.value}"
+        return out
+
+    def _rule_signatures(self) -> dict[int, str]:
+        """Per rule, the recorded types of the topics it reads, as one text."""
+        recorded = self._types[0] if self._types is not None else self._recorded_types()
+        signatures = {}
+        for index, rule in enumerate(self.config.transforms):
+            topics = set(rule.topics)
+            if isinstance(rule, TxnRule) and rule.transaction_topic:
+                topics.add(rule.transaction_topic)
+            signatures[index] = "\n\n".join(recorded.get(t, "") for t in sorted(topics))
+        return signatures
 
     def record_output_types(self, checked: Checked) -> None:
         """Record the outputs' key and value types in the staging pool (once per change)."""
@@ -112,3 +164,4 @@ class EtlPools:
         if wanted and signature != self._recorded:
             self.staging.record_types(wanted)
             self._recorded = signature
+

@@ -126,8 +126,8 @@ def assign_sql(config: EtlConfig, candidates: str, types: Mapping[str, TopicType
 def topic_records(query: PassQuery, topic: str) -> str:
     """The view of ``topic``'s assigned candidates with its key and value parsed into its
     parsed columns (:func:`parsed_column`): the assigned candidates themselves when they hold them
-    (:func:`parses_in_assign`), else a view made once per pass (read by every part of
-    every rule of the topic, so a large pass keeps it)."""
+    (:func:`parses_in_assign`), else a view made once per pass (which a large pass
+    keeps when the statement reads it several times)."""
     if parses_in_assign(query.config):
         return query.assigned
     name = query.topic_views.get(topic)
@@ -140,7 +140,7 @@ def topic_records(query: PassQuery, topic: str) -> str:
             f"{parse_json_sql('value', value_type)} AS "
             f"{parsed_column(query.config, topic, 'value')} "
             f"FROM {query.assigned} WHERE kafka.topic = {quote(topic)}",
-            shared=True,
+            shared=_read_again(query.config, topic),
         )
         query.topic_views[topic] = name
     return name
@@ -149,6 +149,15 @@ def topic_records(query: PassQuery, topic: str) -> str:
 def _type_of(types: Mapping[str, TopicTypes], topic: str, part: str) -> DataType | None:
     key_type, value_type = types.get(topic, (None, None))
     return key_type if part == "key" else value_type
+
+
+def _read_again(config: EtlConfig, topic: str) -> bool:
+    """Whether the statement reads a topic's view more than once (a large pass then
+    keeps it): a topic of a denorm or transaction rule, or of several rules. A topic
+    read by one stateless rule alone is read once (its fates come from the assigned
+    candidates: :func:`plan_rules`), and keeping it would cost a Spark job per topic."""
+    rules = [r for r in config.transforms if topic in r.topics]
+    return len(rules) > 1 or any(not isinstance(r, StatelessRule) for r in rules)
 
 
 def assigned_envelope_sql(config: EtlConfig, topic: str) -> str:

@@ -32,6 +32,10 @@ class Timings:
 
     seconds: dict[str, float] = field(default_factory=dict)
     spark_jobs: int = 0
+    #: Who evaluated the rules: ``spark``, or ``rows`` (on the driver, row by row:
+    #: engine.etl.evaluate_rows); and, when Spark did though rows were tried, why.
+    evaluated_by: str = "spark"
+    row_refusal: str | None = None
     #: called as each phase begins and ends (a loop's heartbeat: progress)
     on_phase: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
@@ -55,6 +59,10 @@ class Timings:
             for name, secs in self.seconds.items()
         ]
         out.append(f"  spark jobs {self.spark_jobs}")
+        if self.evaluated_by == "rows":
+            out.append("  evaluated row by row on the driver")
+        elif self.row_refusal:
+            out.append(f"  evaluated by Spark (not row by row: {self.row_refusal})")
         return out
 
 

@@ -171,4 +171,5 @@ class PartDecoder:
             out[i] = json_format.dumps(value)
             if i % step == 0 and len(samples) < JSON_TYPE_SAMPLES:
                 samples.append(value)
-        return out, (json_value_to_spark(samples) if samples else None)
+        # a path null in every sample stays NullType: a later batch's values type it
+        return out, (json_value_to_spark(samples, unknown="null") if samples else None)

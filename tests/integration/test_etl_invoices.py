@@ -33,15 +33,21 @@ def _without_offsets(rows: list) -> list:
     return [(topic, key, value) for topic, _, key, value in rows]
 
 
-@pytest.fixture(params=["driver", "executors", "driver-topic-views", "executors-topic-views"])
+@pytest.fixture(
+    params=["rows", "driver", "executors", "driver-topic-views", "executors-topic-views"]
+)
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each scenario with outputs brought to the driver (a small pass) and written by
-    the Spark executors (what a large pass does); and both again with each topic's
-    records parsed in a view of its own, as a configuration of many input topics
-    has them (engine.etl.rules.PARSED_TOPICS)."""
+    """Each scenario with its small warm passes evaluated row by row on the driver
+    (engine.etl.evaluate_rows), and with every pass evaluated by Spark: outputs brought
+    to the driver (a small pass) and written by the executors (what a large pass does);
+    and both again with each topic's records parsed in a view of its own, as a
+    configuration of many input topics has them (engine.etl.rules.PARSED_TOPICS)."""
     import engine.etl.evaluate
+    import engine.etl.evaluate_rows
     import engine.etl.rules
 
+    if request.param != "rows":
+        monkeypatch.setattr(engine.etl.evaluate_rows, "ROWWISE_ROWS", 0)
     if request.param.startswith("executors"):
         monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", -1)
     if request.param.endswith("topic-views"):
@@ -215,8 +221,10 @@ def test_both_writers_make_the_same_staging_rows(spark, tmp_path, monkeypatch) -
     from deltalake import DeltaTable
 
     import engine.etl.evaluate
+    import engine.etl.evaluate_rows
     from engine.lake.pools import Lake
 
+    monkeypatch.setattr(engine.etl.evaluate_rows, "ROWWISE_ROWS", 0)  # Spark's writers
     tables = {}
     for side, limit in (("driver", engine.etl.evaluate.DRIVER_OUTPUT_ROWS), ("executors", -1)):
         monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", limit)

@@ -69,9 +69,10 @@ def append_events(pool: Pool, events: Iterable[dict[str, Any]]) -> AppendResult:
         of = [e for e in events if e["topic"] == topic]
         key_values = [e.get("key") for e in of if e.get("key") is not None]
         value_values = [e.get("value") for e in of if e.get("value") is not None]
+        # as from-kafka records them: a path null in every value stays NullType
         types[topic] = TopicTypes(
-            key=json_value_to_spark(key_values).json() if key_values else None,
-            value=json_value_to_spark(value_values).json() if value_values else None,
+            key=json_value_to_spark(key_values, unknown="null").json() if key_values else None,
+            value=json_value_to_spark(value_values, unknown="null").json() if value_values else None,
         )
     pool.record_types(types)
     positions = {tp: off - 1 for tp, off in next_offset.items()}

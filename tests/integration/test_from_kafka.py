@@ -482,3 +482,25 @@ def test_spark_master_option_reaches_spark(lake: Lake, tmp_path: Path) -> None:
         assert out.returncode == 1, out
         assert "cannot reach the Spark master spark://127.0.0.1:1" in out.stderr, out.stderr
         assert "Traceback" not in out.stderr
+
+
+def test_a_debezium_json_topic_types_before_and_after_from_later_batches(kafka, lake: Lake) -> None:
+    """A first batch of creates has ``before`` null in every event, and a batch holding
+    only a delete has ``after`` null: neither fixes the field as text. The pool records
+    what it has not seen a value of as NullType (read as text meanwhile), and a later
+    batch's rows type it, so ``value.after.id`` and ``value.before.id`` work in SQL."""
+    from pyspark.sql import types as T
+
+    from tests.fixtures import wide
+
+    topic = name("dbz-json")
+    changes = [wide.change(3, n, columns=6) for n in range(8)]  # c×5, u, u, d
+    for batch in (changes[:5], changes[5:7], changes[7:]):
+        send(kafka, topic, [(0, json.dumps(k).encode(), json.dumps(v).encode()) for k, v in batch])
+        Ingest([IngestInput(topic, "dbz")], lake=lake, kafka=kafka,
+               options=IngestOptions(exit_after=1.0, create_pools=True)).run()  # fmt: skip
+        value = lake.open_pool("dbz").spark_types(topic)[1]
+        assert isinstance(value, T.StructType)
+        assert isinstance(value["after"].dataType, T.StructType)
+    assert isinstance(value["before"].dataType, T.StructType)
+    assert value["before"].dataType.fieldNames()[0] == "id"

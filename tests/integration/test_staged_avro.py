@@ -45,6 +45,15 @@ from tests.integration.test_to_kafka import deliver, profiles, stage, unique
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
+@pytest.fixture(autouse=True)
+def _passes_by_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pass evaluated by Spark, whose executors write the bodies: a small pass
+    evaluated row by row leaves them NULL, and to-kafka encodes its outputs' text."""
+    from engine.etl import evaluate_rows
+
+    monkeypatch.setattr(evaluate_rows, "ROWWISE_ROWS", 0)
+
+
 def _wide_type() -> Any:
     from pyspark.sql import types as T
 

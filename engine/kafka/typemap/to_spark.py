@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.kafka.codecs.avro_binary import PRIMITIVES
 from engine.kafka.codecs.connect_json import DECIMAL_NAME, schema_type
-from engine.sparktypes import MAX_DECIMAL_PRECISION, merge_spark_types
+from engine.sparktypes import MAX_DECIMAL_PRECISION, merge_spark_types, readable
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -228,12 +228,16 @@ def connect_to_spark(schema: dict[str, Any] | None) -> DataType:
 # plain JSON
 
 
-def json_value_to_spark(values: Iterable[Any]) -> DataType:
+def json_value_to_spark(values: Iterable[Any], *, unknown: str = "string") -> DataType:
     """A Spark type that every JSON value in ``values`` parses into.
 
     Integers → LongType, any float → DoubleType, objects → StructType (fields in
     first-seen order), arrays → ArrayType of their merged elements; a path seen with
-    conflicting kinds, or only ever null / empty, → StringType (its JSON text).
+    conflicting kinds → StringType (its JSON text). A path only ever null / empty is
+    StringType too (``unknown="string"``), or NullType (``unknown="null"``): what a
+    pool records for a batch, so that a later batch's values give its type — a
+    Debezium ``before`` null in every create of a first batch is a row in the updates
+    of the next — and readers read it as text until then (:func:`readable`).
     """
     from pyspark.sql import types as T  # deferred: pyspark
 
@@ -243,9 +247,9 @@ def json_value_to_spark(values: Iterable[Any]) -> DataType:
             continue
         one = _json_type(value)
         result = one if result is None else merge_spark_types(result, one)
-    if result is None or isinstance(result, T.NullType):
-        return T.StringType()
-    return _no_nulltype(result)
+    if result is None:
+        result = T.NullType()
+    return readable(result) if unknown == "string" else result
 
 
 def _json_type(value: Any) -> DataType:
@@ -271,18 +275,3 @@ def _json_type(value: Any) -> DataType:
     return T.StringType()
 
 
-def _no_nulltype(dtype: DataType) -> DataType:
-    """Replace NullType (never seen with a value) by StringType, everywhere."""
-    from pyspark.sql import types as T  # deferred: pyspark
-
-    if isinstance(dtype, T.NullType):
-        return T.StringType()
-    if isinstance(dtype, T.StructType):
-        return T.StructType(
-            [T.StructField(f.name, _no_nulltype(f.dataType), f.nullable) for f in dtype.fields]
-        )
-    if isinstance(dtype, T.ArrayType):
-        return T.ArrayType(_no_nulltype(dtype.elementType), dtype.containsNull)
-    if isinstance(dtype, T.MapType):
-        return T.MapType(dtype.keyType, _no_nulltype(dtype.valueType), dtype.valueContainsNull)
-    return dtype
