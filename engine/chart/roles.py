@@ -4,8 +4,8 @@
 A role is a loop of `zync run CONFIG --only <loop>`; what the chart needs of it is here,
 and the templates know no role by name: ``templates/deployment.yaml`` ranges over this
 list (written into the chart as ``templates/_roles.tpl``). A new loop is one more entry
-(``apply``: ``Role("apply", "apply", reads=..., strategy=RECREATE)``), its values section
-(``values.schema.yaml``) and, when it takes options, its arguments below.
+(as ``apply``'s), its values section (``values.schema.yaml``) and, when it takes
+options, its arguments (``templates/_role-args.tpl``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ RECREATE: Final = "Recreate"
 ROLLING: Final = "RollingUpdate"
 
 #: the parts of the ETL configuration: every loop reads ``name`` (its metrics' pipeline)
-CONFIG_PARTS: Final = ("name", "inputs", "outputs", "transforms")
+CONFIG_PARTS: Final = ("name", "inputs", "outputs", "transforms", "tables")
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,10 @@ class Role:
     by_output: bool = False
     spark: bool = False
     disruption_budget: bool = False
+    needs: str = ""
 
     def __post_init__(self) -> None:
-        unknown = set(self.reads) - set(CONFIG_PARTS)
+        unknown = (set(self.reads) | ({self.needs} - {""})) - set(CONFIG_PARTS)
         if unknown:
             raise ValueError(f"role {self.name}: unknown configuration part {sorted(unknown)[0]!r}")
         if self.scales != (self.strategy == ROLLING):
@@ -63,6 +64,7 @@ class Role:
             "byOutput": self.by_output,
             "spark": self.spark,
             "disruptionBudget": self.disruption_budget,
+            "needs": self.needs,
         }
 
 
@@ -77,6 +79,8 @@ ROLES: Final = (
     ),
     Role("etl", "etl", reads=CONFIG_PARTS, spark=True),
     Role("to-kafka", "toKafka", reads=("name", "outputs"), by_output=True),
+    # a second apply process is harmless (each staging version is applied once) but wasted
+    Role("apply", "apply", reads=("name", "outputs", "tables"), needs="tables"),
 )
 
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def test_the_charts_pods_as_processes_run_the_scenario_exactly_once(
     short = Path(tempfile.mkdtemp(prefix="zync-pods-"))  # the pods' sockets: paths ≤ 107 bytes
     running = pods(docs, secrets, short)
     roles = Counter(p.template["metadata"]["labels"]["app.kubernetes.io/component"] for p in running)
-    assert roles == {"from-kafka": 2, "etl": 1, "to-kafka": 2}
+    assert roles == {"from-kafka": 2, "etl": 1, "to-kafka": 2, "apply": 1}
     try:
         for pod in running:
             pod.start()
@@ -108,6 +109,10 @@ def test_the_charts_pods_as_processes_run_the_scenario_exactly_once(
         changes = read_topic(kafka, scenario.topic("InvoiceChanges"), registry=reg, expect=OUTPUTS, timeout=120)
         assert sorted(int(r.headers["zync.offset"]) for r in changes) == list(range(OUTPUTS))
         _assert_exactly_once_in_the_lake(s3_url)
+        _assert_table_soon(s3_url, {
+            100: ("Alice", "taco", "closed"), 101: ("Bob", "burrito", "paid"),
+            102: ("Charlie", "enchilada", "paid"), 103: ("Dan", "beans", "collections"),
+        })  # fmt: skip
         ingest = [p for p in running if p.name.startswith("inv-zync-invoices-from-kafka-")]
         for pod in ingest:  # both replicas hold a share of the partitions
             assert "zync_consumer_lag_records{" in _get(pod, "/metrics"), pod.tail()
@@ -129,6 +134,26 @@ def test_the_charts_pods_as_processes_run_the_scenario_exactly_once(
     # nothing was delivered twice by the stops either
     again = read_topic(kafka, scenario.output, registry=reg, timeout=30)
     assert len(again) == OUTPUTS
+
+
+def _assert_table_soon(lake: str, expected: dict[int, tuple[str, str, str]]) -> None:
+    """The apply pod keeps the configuration's invoices table on the s3:// lake."""
+    from deltalake import DeltaTable
+
+    from engine.lake.location import parse_location
+
+    where = parse_location(lake).join("invoices")
+    deadline = time.monotonic() + 120
+    rows: dict[int, tuple[str, str, str]] = {}
+    while rows != expected:
+        assert time.monotonic() < deadline, f"the invoices table holds {rows}"
+        time.sleep(0.5)
+        if DeltaTable.is_deltatable(where.uri, storage_options=where.storage_options()):
+            table = DeltaTable(where.uri, storage_options=where.storage_options())
+            rows = {
+                r["ID"]: (r["customer"], r["item"], r["invoice_status"])
+                for r in table.to_pyarrow_table().to_pylist()
+            }
 
 
 def _assert_exactly_once_in_the_lake(lake: str) -> None:

@@ -181,6 +181,7 @@ def test_the_chart_lints_renders_and_validates(
     assert set(deployments) == {
         "inv-zync-invoices-from-kafka", "inv-zync-invoices-etl",
         "inv-zync-invoices-to-kafka-newinvoices", "inv-zync-invoices-to-kafka-invoicechanges",
+        "inv-zync-invoices-apply",
     }  # fmt: skip
     for dep in deployments.values():
         _check_deployment(dep)
@@ -294,7 +295,14 @@ def test_a_changed_configuration_restarts_only_the_roles_that_read_the_change(
     assert changed(text.replace("- {topic: InvoiceStatus, pool: Raw}",
                                 "- {topic: InvoiceStatus, pool: Raw2}")) == {"from-kafka", "etl"}  # fmt: skip
     assert changed(text.replace("envelope: debezium", "envelope: differential")) == {
-        "to-kafka-invoicechanges", "etl"}  # fmt: skip
+        "to-kafka-invoicechanges", "etl", "apply"}  # fmt: skip
+    assert changed(text.replace("keys: [ID]}", "keys: [ID], history: true}")) == {"etl", "apply"}
+    # a configuration without tables: no apply pod
+    without = text[: text.index("\ntables:")] + "\n"
+    edited = tmp_path / "no-tables.yaml"
+    edited.write_text(without)
+    docs = render(helm, chart, values, "--set-file", f"pipeline.config={edited}")
+    assert "inv-zync-invoices-apply" not in _named(docs, "Deployment")
 
 
 @pytest.mark.parametrize(

@@ -25,3 +25,10 @@
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{- define "zync.args.apply" -}}
+{{- with .values.versionsPerCommit }}
+- --versions-per-commit
+- {{ . | quote }}
+{{- end }}
+{{- end }}
