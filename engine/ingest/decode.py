@@ -16,7 +16,13 @@ from engine.kafka.codecs.detect import sniff_batch
 from engine.kafka.codecs.errors import DecodeError
 from engine.kafka.codecs.formats import Format, SchemaLookup
 from engine.kafka.registry_client import RegistrySchemas
-from engine.kafka.typemap.to_spark import avro_to_spark, connect_to_spark, json_value_to_spark
+from engine.kafka.typemap.to_spark import (
+    avro_to_spark,
+    connect_to_spark,
+    fill_null_fields,
+    has_null_fields,
+    json_value_to_spark,
+)
 from engine.settings.registry import RegistryProfile, load_registry_profile
 from engine.sparktypes import merge_spark_types
 
@@ -171,5 +177,13 @@ class PartDecoder:
             out[i] = json_format.dumps(value)
             if i % step == 0 and len(samples) < JSON_TYPE_SAMPLES:
                 samples.append(value)
-        # a path null in every sample stays NullType: a later batch's values type it
-        return out, (json_value_to_spark(samples, unknown="null") if samples else None)
+        if not samples:
+            return out, None
+        # a path null in every sample is typed by the batch's other values, else stays
+        # NullType: a later batch's values type it (docs/design.md#pools-and-the-envelope)
+        inferred = json_value_to_spark(samples, unknown="null")
+        if step > 1 and has_null_fields(inferred):  # rare: read the batch's texts again
+            inferred = fill_null_fields(
+                inferred, (json_format.decode(t.encode()) for t in out if isinstance(t, str))
+            )
+        return out, inferred

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from engine.lake import delta
 from engine.lake.envelope import AVRO_TYPE, DEADLETTER_TYPE, MARKER_TYPE
-from engine.sparktypes import load_type, merge_optional, parse_json_column, readable
+from engine.sparktypes import load_type, merge_optional, parse_json_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -80,8 +80,9 @@ def spark_types_of(types: Iterable[TopicTypes]) -> tuple[DataType | None, DataTy
     for t in types:
         key = merge_optional(key, load_type(t.key))
         value = merge_optional(value, load_type(t.value))
-    # a field only ever null so far is recorded as NullType, and read as its text
-    return (None if key is None else readable(key)), (None if value is None else readable(value))
+    # a field only ever null so far is NullType: Spark reads it as NULL, and types it
+    # once a value arrives (docs/design.md#pools-and-the-envelope)
+    return key, value
 
 
 def _spark_ddl(type_: pa.DataType) -> str:

@@ -359,3 +359,22 @@ def test_decoded_json_parses_into_the_mapped_types(spark: Any) -> None:
     assert first["arr"][0] is None
     assert first["arr"][1]["a"] == 1
     assert second["arr"] == []
+
+
+def test_a_path_null_in_every_sample_is_typed_by_the_batchs_other_values() -> None:
+    """from-kafka infers a JSON batch's type from a sample; a field null in every sampled
+    value is typed from the batch's other values (else it stays NullType, which a later
+    batch types), never fixed as text."""
+    from pyspark.sql import types as T
+
+    from engine.ingest.decode import JSON_TYPE_SAMPLES, PartDecoder
+
+    values = [{"id": n, "note": None, "tags": []} for n in range(4 * JSON_TYPE_SAMPLES)]
+    values[3] = {"id": 3, "note": {"by": "x"}, "tags": [1]}  # between two samples
+    decoder = PartDecoder("t", "value", "json", lambda: None)  # type: ignore[arg-type,return-value]
+    _, inferred = decoder.decode([json.dumps(v).encode() for v in values])
+    assert isinstance(inferred, T.StructType)
+    assert inferred["note"].dataType == T.StructType([T.StructField("by", T.StringType())])
+    assert inferred["tags"].dataType == T.ArrayType(T.LongType())
+    _, only_nulls = decoder.decode([json.dumps({"id": 1, "note": None}).encode()])
+    assert only_nulls["note"].dataType == T.NullType()  # type: ignore[index]

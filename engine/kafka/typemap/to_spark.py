@@ -252,6 +252,44 @@ def json_value_to_spark(values: Iterable[Any], *, unknown: str = "string") -> Da
     return readable(result) if unknown == "string" else result
 
 
+def fill_null_fields(data_type: DataType, values: Iterable[Any]) -> DataType:
+    """``data_type`` (inferred from a sample of ``values``) with each path it has as
+    NullType — null in every sampled value — typed by the values that are not null
+    there, in all of ``values``: a batch's type is inferred from a sample, and a field
+    null in the sample but not in an unsampled record would otherwise read as NULL."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    values = [v for v in values if v is not None]
+    if isinstance(data_type, T.NullType):
+        return json_value_to_spark(values, unknown="null") if values else data_type
+    if isinstance(data_type, T.StructType):
+        fields = []
+        for f in data_type.fields:
+            if has_null_fields(f.dataType):
+                inner = [v.get(f.name) for v in values if isinstance(v, dict)]
+                fields.append(T.StructField(f.name, fill_null_fields(f.dataType, inner), f.nullable, f.metadata))
+            else:
+                fields.append(f)
+        return T.StructType(fields)
+    if isinstance(data_type, T.ArrayType) and has_null_fields(data_type.elementType):
+        items = [item for v in values if isinstance(v, list) for item in v]
+        return T.ArrayType(fill_null_fields(data_type.elementType, items), data_type.containsNull)
+    return data_type
+
+
+def has_null_fields(data_type: DataType) -> bool:
+    """Whether ``data_type`` has a NullType anywhere (a path never seen with a value)."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    if isinstance(data_type, T.NullType):
+        return True
+    if isinstance(data_type, T.StructType):
+        return any(has_null_fields(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return has_null_fields(data_type.elementType)
+    return False
+
+
 def _json_type(value: Any) -> DataType:
     from pyspark.sql import types as T  # deferred: pyspark
 
