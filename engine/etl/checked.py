@@ -4,7 +4,7 @@ which they are, merged per output topic (recorded in the staging pool)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.etl.config import EtlConfig
 from engine.etl.envelopes import TopicTypes
@@ -16,11 +16,14 @@ if TYPE_CHECKING:
 
 @dataclass
 class RuleCheck:
-    """What checking found about one rule: output types (None: not known yet)."""
+    """What checking found about one rule: output types (None: not known yet), and, when
+    asked for, Spark's analysis of its parts for the row evaluator (``plans``:
+    ``select``, ``join-on`` and ``where:<topic>``, :class:`engine.etl.rowwise.analysed.Analysed`)."""
 
     key_type: DataType | None = None
     value_type: DataType | None = None
     typed: bool = False
+    plans: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

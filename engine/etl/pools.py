@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.etl.check import check_rules
+from engine.etl.check_cache import RuleCheckCache
 from engine.etl.config import EtlConfig, EtlConfigError, TxnRule
 from engine.etl.cursors import Positions
 from engine.etl.envelopes import TopicTypes
@@ -22,6 +23,7 @@ from engine.etl.tables import check_tables
 from engine.lake.pool_errors import PoolError
 from engine.lake.pools import RAW, STAGING, Lake, Pool
 from engine.lake.topic_types import TopicTypes as PoolTypes
+from engine.settings.home import zync_home
 from engine.spark import SparkSource, spark_factory
 
 if TYPE_CHECKING:
@@ -44,7 +46,11 @@ class EtlPools:
         self._checked: Checked | None = None
         #: per rule: the signature of its topics' types when checked, and what was found
         self._checks: dict[int, tuple[str, RuleCheck]] = {}
-        self._compiled: dict[int, tuple[str, RowRule | Refused]] = {}
+        #: per rule: the check it was compiled from, and what compiling it gave
+        self._compiled: dict[int, tuple[RuleCheck, RowRule | Refused]] = {}
+        #: keep Spark's analysis of each rule when checking, for the row evaluator
+        self.capture_plans = True
+        self._cache: RuleCheckCache | None = None
         self._recorded: str | None = None
 
     @property
@@ -108,7 +114,14 @@ class EtlPools:
             i: check for i, (sig, check) in self._checks.items() if signatures[i] == sig
         }
         if len(reuse) < len(signatures) or self._checked is None:
-            checked = check_rules(self.config, self.spark, types, reuse=reuse)
+            checked = check_rules(
+                self.config,
+                self.spark,
+                types,
+                reuse=reuse,
+                capture=self.capture_plans,
+                cache=self._check_cache(),
+            )
             if self.config.tables:
                 staged = {self.config.staged_topic(t.from_) for t in self.config.tables}
                 recorded = {topic: self.staging.spark_types(topic) for topic in staged}
@@ -120,19 +133,26 @@ class EtlPools:
         return self._checked
 
     def row_rules(self) -> list[RowRule | Refused]:
-        """Every rule compiled for evaluation row by row, or refused with the reason
-        (:func:`engine.etl.rowwise.rule_set.compile_rules`: Spark's analysis, again for
-        a rule only when the types of its topics changed)."""
+        """Every rule compiled for evaluation row by row, or refused with the reason,
+        from the analysis :meth:`check` kept (no Spark call); compiled again only for a
+        rule checked again."""
         # deferred: the evaluator's modules, loaded by a pass that may use them
-        from engine.etl.rowwise.rule_set import compile_rules
+        from engine.etl.rowwise.rule_set import compile_checked
 
-        types = self.types()
-        signatures = self._rule_signatures()
-        reuse = {i: rule for i, (sig, rule) in self._compiled.items() if signatures[i] == sig}
-        if len(reuse) < len(signatures):
-            compiled = compile_rules(self.config, self.spark, types, reuse=reuse)
-            self._compiled = {i: (signatures[i], rule) for i, rule in enumerate(compiled)}
-        return [rule for _, (_, rule) in sorted(self._compiled.items())]
+        checks = self.check().rules
+        stale = [i for i, check in enumerate(checks) if self._compiled.get(i, (None,))[0] is not check]
+        if stale:
+            config, types = self.config, self.types()
+            compiled = compile_checked(config, checks, types, only=stale)
+            for i in stale:
+                self._compiled[i] = (checks[i], compiled[i])
+        return [self._compiled[i][1] for i in range(len(checks))]
+
+    def _check_cache(self) -> RuleCheckCache:
+        """Rule checks kept under the zync home for the next process (check_cache.py)."""
+        if self._cache is None:
+            self._cache = RuleCheckCache.for_session(zync_home() / "cache" / "rule-checks", self.spark)
+        return self._cache
 
     def _recorded_types(self) -> dict[str, str]:
         """Each input topic's types as its raw pool records them (JSON text)."""

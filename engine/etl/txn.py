@@ -50,8 +50,9 @@ def _belongs(topic: str, collection: str) -> str:
 def data_collections_sql(types: TopicTypes) -> str:
     """END's ``data_collections`` as ``array<struct<data_collection, event_count>>``.
 
-    When the topic's type holds the field as text (a first batch of BEGIN events only,
-    where it is always null, infers a string), the JSON text is parsed."""
+    When the topic's type holds the field as text (an earlier zync inferred a string
+    from a first batch of BEGIN events only, where it is always null), the JSON text is
+    parsed; when it holds NullType (such a batch now), it is NULL."""
     from pyspark.sql import types as T  # deferred: pyspark
 
     value_type = types[1]
@@ -60,6 +61,8 @@ def data_collections_sql(types: TopicTypes) -> str:
         field = value_type["data_collections"].dataType
     if isinstance(field, T.StringType):
         return f"from_json(value.data_collections, {quote(_COLLECTIONS)})"
+    if isinstance(field, T.NullType):  # never seen with a value yet (BEGIN events only)
+        return f"CAST(NULL AS {_COLLECTIONS})"
     return (
         "CAST(transform(value.data_collections, c -> named_struct("
         "'data_collection', CAST(c.data_collection AS STRING), "

@@ -30,6 +30,8 @@ from engine.etl.sql import wrap_select
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from engine.etl.checked import RuleCheck
+
 #: A pool record as a compiled rule reads it: (seqno, (topic, partition, offset,
 #: timestamp in microseconds), key, value).
 Record = tuple[int, tuple[str, int, int, int], Any, Any]
@@ -146,6 +148,48 @@ def compile_rules(
         except Unsupported as exc:
             compiled.append(Refused(index, rule, exc.reason))
     return compiled
+
+
+def compile_checked(
+    config: EtlConfig,
+    checks: Sequence[RuleCheck],
+    types: Mapping[str, TopicTypes],
+    *,
+    only: Sequence[int] | None = None,
+) -> dict[int, RowRule | Refused]:
+    """:func:`compile_rules` from what checking the configuration kept of Spark's analysis
+    (``check_rules(..., capture=True)``: the same frames :func:`_compile_rule` would
+    analyse), for the rules ``only`` names (default: all): no Spark call. A rule whose
+    check kept nothing is refused."""
+    compiled: dict[int, RowRule | Refused] = {}
+    for index in range(len(checks)) if only is None else only:
+        rule, check = config.transforms[index], checks[index]
+        try:
+            compiled[index] = _from_check(index, rule, check, types)
+        except Unsupported as exc:
+            compiled[index] = Refused(index, rule, exc.reason)
+    return compiled
+
+
+def _from_check(
+    index: int, rule: Rule, check: RuleCheck, types: Mapping[str, TopicTypes]
+) -> RowRule:
+    if not isinstance(rule, StatelessRule | DenormRule):
+        raise Unsupported("transaction rules are evaluated by Spark")
+    if not check.typed or not all(value_known(types, topic) for topic in rule.topics):
+        raise Unsupported("an input topic's types are not known yet")
+    plans = check.plans
+    if "select" not in plans:
+        raise Unsupported("the configuration's check kept no analysis of the rule")
+    where = {
+        topic: compile_predicate(plans[f"where:{topic}"]) if rule.where else None
+        for topic in rule.topics
+    }
+    join_on = compile_predicate(plans["join-on"]) if isinstance(rule, DenormRule) else None
+    select = compile_select(plans["select"], hidden=ORDER_COLUMNS)
+    return RowRule(
+        index, rule, where, join_on, select, {t: _part_types(types[t]) for t in rule.topics}
+    )
 
 
 def _part_types(types: TopicTypes) -> PartTypes:
