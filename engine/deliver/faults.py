@@ -17,7 +17,7 @@ that tells a transient fault (wait, retry, say so in words) from a fatal one.
   producer is made again (:data:`RENEW`, which completes the old incarnation's
   transaction) and the positions are read back. Otherwise it is another to-kafka taking
   the topic over: :class:`DeliveryFenced`.
-* Reading the positions back (:meth:`Faults.read_positions`) waits for the broker too.
+* Reading the positions back (:meth:`Faults.read_back`) waits for the broker too.
 * ``stop`` while Kafka is out: :class:`StoppedWaiting` — the transaction in flight is not
   committed; the next start fences the old producer (aborting it) and delivers those
   records again.
@@ -28,11 +28,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from engine.deliver.errors import DeliveryError, DeliveryFenced
-from engine.deliver.positions import Position, read_positions
 from engine.kafka.outage import BACK, UNREACHABLE, Outage
 
 if TYPE_CHECKING:
@@ -55,6 +54,8 @@ READ_ATTEMPTS = 3
 #: How a failed transaction is recovered from: abort it, or make the producer again.
 ABORT: Final = "abort"
 RENEW: Final = "renew"
+
+_Read = TypeVar("_Read")
 
 
 class StoppedWaiting(Exception):
@@ -153,10 +154,10 @@ class Faults:
         self._retrying(f"transaction failed ({text}); retrying")
         return ABORT
 
-    def read_positions(self, partitions: Sequence[int]) -> dict[int, Position | None]:
-        """:func:`~engine.deliver.positions.read_positions`, waiting for the broker: while
-        it is out, a metadata request every :data:`READ_AGAIN` seconds (each waiting up
-        to :data:`PROBE_TIMEOUT`) says when to read again."""
+    def read_back(self, read: Callable[[], _Read]) -> _Read:
+        """``read()`` (what is committed and the topic's tail, read back), waiting for
+        the broker: while it is out, a metadata request every :data:`READ_AGAIN` seconds
+        (each waiting up to :data:`PROBE_TIMEOUT`) says when to read again."""
         from engine.kafka.clients import KafkaUnavailable  # deferred: confluent_kafka
 
         attempts = 0
@@ -167,7 +168,7 @@ class Faults:
                     raise StoppedWaiting("reading the positions back")
                 continue
             try:
-                found = read_positions(self.kafka, self.topic, partitions)
+                found = read()
             except (KafkaUnavailable, DeliveryError) as exc:
                 if self._reachable():
                     attempts += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping, Sequence
 
-from engine.deliver.positions import Position
+from engine.deliver.positions import LAST_STEP, Position
 from engine.deliver.rows import Batch
 
 
@@ -35,7 +35,7 @@ class Ledger:
         self.after: dict[int, int] = {}  # partition -> records delivered after `last`
 
     def take(self, found: Mapping[int, Position | None]) -> None:
-        """Positions read back from the topic (:func:`~engine.deliver.positions.read_positions`)."""
+        """Positions read back (judged by :mod:`~engine.deliver.ownership`)."""
         self.last = {}
         self.after = {}
         for partition, position in found.items():
@@ -102,11 +102,28 @@ class Ledger:
             [i for i, (p, o, st) in enumerate(batch.positions()) if not self.claim(p, o, st)]
         )
 
-    def note(self, batch: Batch) -> None:
-        """``batch`` was committed."""
-        if batch.partition is not None:
-            steps = batch.steps
-            self.last[batch.partition] = (batch.offsets[-1], 0 if steps is None else steps[-1])
-        else:
-            for p, o, st in batch.positions():
-                self.last[p] = (o, st)  # positions grow within a partition
+    def note(self, batch: Batch, through: int | None = None) -> None:
+        """``batch`` was committed, and with it every record up to pool offset
+        ``through`` is delivered (:meth:`standing`)."""
+        self.last = self.standing(batch, through)
+
+    def standing(self, batch: Batch | None, through: int | None) -> dict[int, tuple[int, int]]:
+        """Each partition's last delivered (offset, step) once ``batch`` is committed:
+        with it every record up to pool offset ``through`` is delivered, whichever
+        partition its key sends it to (so every partition stands at least at
+        ``(through, LAST_STEP)``)."""
+        last = dict(self.last)
+        if batch is not None and len(batch):
+            if batch.partition is not None:
+                steps = batch.steps
+                last[batch.partition] = (batch.offsets[-1], 0 if steps is None else steps[-1])
+            else:
+                for p, o, st in batch.positions():
+                    last[p] = (o, st)  # positions grow within a partition
+        if through is not None:
+            floor = (through, LAST_STEP)
+            for p in self.partitions:
+                current = last.get(p)
+                if current is None or current < floor:
+                    last[p] = floor
+        return last

@@ -1,5 +1,7 @@
 """Positions: where a record sits in the delivery order, the headers that carry it, and
-reading the last delivered position back from the topic's tail.
+reading the last delivered position back from the topic's tail (the weaker of the two
+places a position is kept; the stronger is the committed position,
+:mod:`~engine.deliver.committed`).
 
 Records carry their position in headers: ``zync.offset`` (the pool offset, decimal
 ASCII), ``zync.step`` for envelopes that make several messages of a record, and
@@ -48,6 +50,10 @@ HEADER_POOL = "zync.pool"
 ANCHOR_EVERY = 1_000
 #: Records read back from the end of each partition at first to find the position.
 TAIL_WINDOW = 4 * ANCHOR_EVERY
+#: The largest step: ``(offset, LAST_STEP)`` covers every message made of pool offset
+#: ``offset`` (differential and materialize: the progress message; larger than any
+#: jdbc or debezium step).
+LAST_STEP = 2
 
 #: Message headers as confluent_kafka takes them (by name).
 Headers = dict[str, str | bytes | None]
@@ -90,6 +96,8 @@ class Position:
     pool_id: str | None = field(default=None, compare=False)
     pool_name: str | None = field(default=None, compare=False)
     timestamp: int | None = field(default=None, compare=False)
+    #: the Kafka offset of the last message this position accounts for (read back)
+    at: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_headers(cls, headers: HeadersRead | None) -> Position | None:
@@ -138,6 +146,15 @@ def anchor_headers(offset: int, last: bool, identity: Headers) -> Headers:
     return {HEADER_OFFSET: b"%d" % offset, **identity}
 
 
+@dataclass(frozen=True)
+class Tail:
+    """What the end of each partition says: the last delivered position read back
+    (None: none there) and the partition's low and high watermarks."""
+
+    positions: dict[int, Position | None]
+    marks: dict[int, tuple[int, int]]
+
+
 def read_positions(
     kafka: KafkaProfile,
     topic: str,
@@ -145,14 +162,15 @@ def read_positions(
     *,
     window: int = TAIL_WINDOW,
     timeout: float = 60.0,
-) -> dict[int, Position | None]:
+) -> Tail:
     """The last delivered position in each partition, read from the topic's tail.
 
     Consumes (read_committed) the last records of each partition up to its end and keeps
     the last record with the ``zync.offset`` header, with the number of records after it
     (``Position.after``, 0 when that record closed its transaction: what follows is not
     ours); when none has the header, reads a window four times larger, down to the start
-    of the partition.
+    of the partition. ``Position.at`` is the Kafka offset of the last record it accounts
+    for.
     """
     # deferred: confluent_kafka (librdkafka)
     from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
@@ -179,6 +197,7 @@ def read_positions(
                 break
             best: dict[int, Position | None] = {p: None for p in todo}
             after = {p: 0 for p in todo}
+            last_at = {p: -1 for p in todo}
             open_parts: set[int | None] = set(todo)
             reader.assign([TopicPartition(topic, p, starts[p]) for p in sorted(todo)])
             while open_parts:
@@ -205,11 +224,14 @@ def read_positions(
                         continue
                     assert part is not None  # a record always comes from a partition
                     position = Position.from_headers(message.headers())
+                    at = message.offset()
+                    if at is not None:
+                        last_at[part] = at
                     if position is not None:
                         kind, stamp = message.timestamp()
                         if kind != TIMESTAMP_NOT_AVAILABLE:
                             position = replace(position, timestamp=stamp)
-                        best[part] = position
+                        best[part] = replace(position, at=at)
                         after[part] = 0
                     elif best.get(part) is not None:
                         after[part] += 1
@@ -222,10 +244,10 @@ def read_positions(
                     windows[p] *= 4
                     again.add(p)
                 elif position is not None and not position.last and after[p]:
-                    found[p] = replace(position, after=after[p])
+                    found[p] = replace(position, after=after[p], at=last_at[p])
                 else:
                     found[p] = position
             todo = again
     finally:
         reader.close()
-    return found
+    return Tail(found, marks)

@@ -259,16 +259,15 @@ def test_positions_are_read_back_once_the_broker_answers(monkeypatch: pytest.Mon
     answers = iter([False, False, True])  # after the failed read: out, out, back
     reads: list[int] = []
 
-    def read(kafka: Any, topic: str, partitions: Any) -> dict[int, None]:
+    def read() -> dict[int, None]:
         reads.append(1)
         if len(reads) == 1:
             raise KafkaUnavailable("cannot read offsets of out[0]: timed out")
         return {0: None}
 
-    monkeypatch.setattr(module, "read_positions", read)
     monkeypatch.setattr(module, "READ_AGAIN", 0.01)
     monkeypatch.setattr(handler, "_reachable", lambda: next(answers))
-    assert handler.read_positions([0]) == {0: None}
+    assert handler.read_back(read) == {0: None}
     assert len(reads) == 2  # not while the broker was out
     assert [e.kind for e in events] == [UNREACHABLE, BACK]
     assert "(reading the positions back: no answer within 5s), waiting" in events[0].message

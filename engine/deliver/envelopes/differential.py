@@ -117,6 +117,11 @@ class DifferentialEnvelope(Envelope):
             send(chunk, batch, started)
         return True
 
+    def stamp(self, rows: Rows) -> tuple[int | None, int | None]:
+        """The last time of ``rows``: a transaction holds whole times."""
+        assert rows.times is not None
+        return rows.times[-1], None
+
     def time_slices(self, rows: Rows) -> Iterator[Rows]:
         """``rows`` in transactions of whole times: as many as fit in ``batch_records``
         records, a larger time alone."""

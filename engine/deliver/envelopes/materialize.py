@@ -202,6 +202,12 @@ class MaterializeEnvelope(DifferentialEnvelope):
             + counts
         )
 
+    def stamp(self, rows: Rows) -> tuple[int | None, int | None]:
+        """The last time of ``rows`` and the lower bound of its progress statement."""
+        moment, _ = super().stamp(rows)
+        assert moment is not None
+        return moment, self.lower_of[moment]
+
     def time_headers(self, moment: int) -> Headers:
         return {**self.identity, HEADER_LOWER: b"%d" % self.lower_of[moment]}
 
