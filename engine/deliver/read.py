@@ -173,6 +173,8 @@ class StagingReader:
             except _MetadataVersion:
                 parts.append(self._version_rows(version))
                 version += 1
+        if not parts:  # no version: nothing added
+            return self._rows_schema().empty_table()
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _change_feed(self, first: int, last: int) -> pa.Table:
@@ -218,17 +220,12 @@ class StagingReader:
         )
         return rows.filter(keep)
 
-    def _version_rows(self, version: int) -> pa.Table:
-        """Records of the topic in the files that ``version`` added."""
-        # deferred: deltalake
-        from engine.lake.delta import arrow_schema, parquet_dataset
+    def _rows_schema(self) -> pa.Schema:
+        """The columns of the changes read: those of the newest table's rows."""
+        from engine.lake.delta import arrow_schema  # deferred: deltalake
 
-        table = self.pool.snapshot(version)
-        before = set(self.pool.snapshot(version - 1).file_uris()) if version > 0 else set()
-        added = [uri for uri in table.file_uris() if uri not in before]
-        # the rows of the versions after it have the newest table's columns
         avro = _has_avro(arrow_schema(self.pool.table))
-        schema = pa.schema(
+        return pa.schema(
             [
                 ("offset", pa.int64()),
                 ("key", pa.string()),
@@ -237,6 +234,17 @@ class StagingReader:
                 ("time", pa.int64()),
             ]
         )
+
+    def _version_rows(self, version: int) -> pa.Table:
+        """Records of the topic in the files that ``version`` added."""
+        # deferred: deltalake
+        from engine.lake.delta import arrow_schema, parquet_dataset
+
+        table = self.pool.snapshot(version)
+        before = set(self.pool.snapshot(version - 1).file_uris()) if version > 0 else set()
+        added = [uri for uri in table.file_uris() if uri not in before]
+        schema = self._rows_schema()
+        avro = "avro" in schema.names
         if not added:
             return schema.empty_table()
         table_schema = arrow_schema(table)
