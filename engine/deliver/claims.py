@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.deliver.errors import DeliveryError
+from engine.deliver.positions import READ_WAIT, TAIL_READER
 
 if TYPE_CHECKING:
     from engine.deliver.positions import PoolIdentity
@@ -91,7 +92,7 @@ def read_claim(kafka: KafkaProfile, topic: str, timeout: float = 30.0) -> Claim 
 
     wanted = topic.encode()
     found: Claim | None = None
-    reader = consumer(kafka, extra={"enable.partition.eof": True})
+    reader = consumer(kafka, extra=TAIL_READER)
     deadline = time.monotonic() + timeout
     try:
         low, high = watermarks(reader, CLAIMS_TOPIC, [0])[0]
@@ -105,7 +106,7 @@ def read_claim(kafka: KafkaProfile, topic: str, timeout: float = 30.0) -> Claim 
                     f"delivers topic {topic!r}; is the broker healthy?"
                 )
             try:
-                messages = reader.consume(10_000, 0.5)
+                messages = reader.consume(10_000, READ_WAIT)
             except KafkaException as exc:
                 raise DeliveryError(
                     f"cannot read {CLAIMS_TOPIC!r}: {exc.args[0].str()}"

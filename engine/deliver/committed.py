@@ -31,6 +31,7 @@ transaction. What a delivery finds on start is judged by
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
 REFRESH = 3600.0
 #: The metadata's format (``"zync"`` in the JSON).
 FORMAT = 1
+#: Seconds between two reads of the committed positions while the group's coordinator
+#: is not ready.
+RETRY_AFTER = 0.2
 
 
 def group_id(topic: str) -> str:
@@ -134,12 +138,23 @@ class CommittedPositions:
     def read(self, partitions: Sequence[int], timeout: float) -> dict[int, Committed | None]:
         """The committed position of each partition (None: none, or not zync's).
         Waits while a transaction that commits offsets is still open (the broker asks
-        a read_committed consumer to wait for stable offsets). Raises KafkaException."""
-        from confluent_kafka import TopicPartition  # deferred: librdkafka
+        a read_committed consumer to wait for stable offsets), and while the group's
+        coordinator is being found or loaded (a new cluster makes its offsets topic on
+        the first use). Raises KafkaException."""
+        from confluent_kafka import KafkaException, TopicPartition  # deferred: librdkafka
 
-        found = self._consumer.committed(
-            [TopicPartition(self.topic, p) for p in partitions], timeout=timeout
-        )
+        wanted = [TopicPartition(self.topic, p) for p in partitions]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                found = self._consumer.committed(
+                    wanted, timeout=max(0.1, deadline - time.monotonic())
+                )
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(RETRY_AFTER)
         out: dict[int, Committed | None] = {}
         for entry in found:
             out[entry.partition] = (

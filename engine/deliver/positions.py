@@ -50,6 +50,14 @@ HEADER_POOL = "zync.pool"
 ANCHOR_EVERY = 1_000
 #: Records read back from the end of each partition at first to find the position.
 TAIL_WINDOW = 4 * ANCHOR_EVERY
+#: Seconds one read of a batch of records waits (librdkafka returns a batch when it is
+#: full or when this has passed, end of partition or not): short, so that reading a
+#: short tail back does not wait.
+READ_WAIT = 0.05
+#: The settings of a consumer reading a short tail back: it says when it reached the end
+#: of a partition, and the broker answers a fetch at once (not after its usual wait for
+#: more records).
+TAIL_READER = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
 #: The largest step: ``(offset, LAST_STEP)`` covers every message made of pool offset
 #: ``offset`` (differential and materialize: the progress message; larger than any
 #: jdbc or debezium step).
@@ -179,7 +187,7 @@ def read_positions(
 
     found: dict[int, Position | None] = {}
     deadline = time.monotonic() + timeout
-    reader = consumer(kafka, extra={"enable.partition.eof": True})
+    reader = consumer(kafka, extra=TAIL_READER)
     try:
         marks = watermarks(reader, topic, list(partitions))
         windows = {p: window for p in partitions}
@@ -207,7 +215,7 @@ def read_positions(
                         "to find where delivery stopped; is the broker healthy?"
                     )
                 try:
-                    messages = reader.consume(10_000, 0.5)
+                    messages = reader.consume(10_000, READ_WAIT)
                 except KafkaException as exc:
                     raise DeliveryError(
                         f"cannot read topic {topic!r}: {exc.args[0].str()}"

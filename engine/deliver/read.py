@@ -45,12 +45,15 @@ class StagingReader:
             "deadletter", "stage"
         ).is_null()
 
-    def snapshot_tables(self, low: int, *, texts: bool = True) -> Iterator[pa.Table]:
+    def snapshot_tables(
+        self, low: int, *, texts: bool = True, keys: bool = False
+    ) -> Iterator[pa.Table]:
         """The topic's records with ``offset >= low`` in the loaded snapshot, streamed in
         tables of about ``batch_records`` rows; without ``texts``, from a pool with the
-        ``avro`` column, only ``offset, avro`` (:meth:`texts` reads the rest). Files are
-        read in seqno order (commit order), which is offset order for the ETL's commits;
-        when it is not (compacted files), the rest is read whole and sorted."""
+        ``avro`` column, only ``offset, avro`` (:meth:`texts` reads the rest), and the
+        key's text too with ``keys``. Files are read in seqno order (commit order),
+        which is offset order for the ETL's commits; when it is not (compacted files),
+        the rest is read whole and sorted."""
         # deferred: deltalake
         from engine.lake.delta import arrow_schema, parquet_dataset
 
@@ -81,7 +84,7 @@ class StagingReader:
             condition = condition & (offset >= low)
         schema = arrow_schema(table)
         scanner = parquet_dataset(self.pool.location, uris, schema).scanner(
-            columns=_record_columns(schema, texts=texts),
+            columns=_record_columns(schema, texts=texts, keys=keys),
             filter=condition,
             batch_size=64 * 1024,
         )
@@ -263,13 +266,17 @@ def _has_avro(schema: pa.Schema) -> bool:
     return AVRO_FIELD.name in schema.names
 
 
-def _record_columns(schema: pa.Schema, *, texts: bool = True) -> dict[str, pc.Expression]:
+def _record_columns(
+    schema: pa.Schema, *, texts: bool = True, keys: bool = False
+) -> dict[str, pc.Expression]:
     """What a record read projects: ``offset, key, value`` and, from a staging pool
     that has it, ``avro`` (the Avro bodies the ETL wrote); without ``texts`` (and with
-    ``avro``), not ``key, value``."""
+    ``avro``), not ``key, value`` (but ``key`` with ``keys``)."""
     columns = {"offset": pc.field("kafka", "offset")}
     if texts or not _has_avro(schema):
         columns |= {"key": pc.field("key"), "value": pc.field("value")}
+    elif keys:
+        columns["key"] = pc.field("key")
     if _has_avro(schema):
         columns["avro"] = pc.field("avro")
     return columns

@@ -80,7 +80,10 @@ class JdbcEnvelope(Envelope):
         reader = self.parts.reader
         if since < 0:
             texts = not self._may_ship()
-            tables: Iterator[pa.Table] = reader.snapshot_tables(self.next_offset, texts=texts)
+            keys = len(self.parts.ledger.partitions) > 1  # the key's text picks the partition
+            tables: Iterator[pa.Table] = reader.snapshot_tables(
+                self.next_offset, texts=texts, keys=keys
+            )
             if not texts:
                 tables = (self._texts_unless_shipped(t) for t in tables)
         else:
@@ -93,27 +96,27 @@ class JdbcEnvelope(Envelope):
             yield from self.slices(self.take_rows(table), sizes)
 
     def _may_ship(self) -> bool:
-        """Whether a catch-up may read the records without their JSON texts: Avro to one
-        partition, no shaper, both parts typed. A table whose bodies do not all ship gets
-        its texts then (:meth:`_texts_unless_shipped`)."""
+        """Whether a catch-up may read the records without their JSON texts (with the
+        key's alone, which picks the partition, to several partitions): Avro, no shaper,
+        both parts typed. A table whose bodies do not all ship gets its texts then
+        (:meth:`_texts_unless_shipped`)."""
         keys, values = self.codecs()
         return (
-            len(self.parts.ledger.partitions) == 1
-            and self.parts.shaper.sql is None
-            and keys.avro is not None
-            and values.avro is not None
+            self.parts.shaper.sql is None and keys.avro is not None and values.avro is not None
         )
 
     def _texts_unless_shipped(self, table: pa.Table) -> pa.Table:
-        """``table`` (read without ``key, value``) with its texts added, unless every key
-        and value body in it ships as it is (:meth:`PartCodec.ships`)."""
-        if "key" in table.column_names:  # a pool without the avro column
+        """``table`` (read without ``value``, and maybe ``key``) with its texts added,
+        unless every key and value body in it ships as it is (:meth:`PartCodec.ships`)."""
+        if "value" in table.column_names:  # a pool without the avro column
             return table
         avro = table.column("avro") if "avro" in table.column_names else None
         keys, values = self.codecs()
         if keys.ships(staged_bodies(avro, "key")) and values.ships(staged_bodies(avro, "value")):
             return table
         ordered = table.sort_by("offset")
+        if "key" in ordered.column_names:
+            ordered = ordered.drop_columns(["key"])
         texts = self.parts.reader.texts(ordered.column("offset").to_pylist())
         return ordered.append_column("key", texts.column("key")).append_column(
             "value", texts.column("value")
@@ -138,7 +141,7 @@ class JdbcEnvelope(Envelope):
             if skip:
                 rows = rows.slice(skip, len(rows))
             return rows, partition, None
-        partitions = ledger.partitions_of(rows.keys.to_pylist(), rows.offsets)
+        partitions = ledger.partitions_of(rows.partition_keys.to_pylist(), rows.offsets)
         if ledger.claims_none_from(rows.offsets[0]):  # past what was delivered: all go
             return rows, None, partitions
         keep = [
