@@ -118,8 +118,7 @@ class Ledger:
                 steps = batch.steps
                 last[batch.partition] = (batch.offsets[-1], 0 if steps is None else steps[-1])
             else:
-                for p, o, st in batch.positions():
-                    last[p] = (o, st)  # positions grow within a partition
+                last |= _last_positions(batch, len(self.partitions))
         if through is not None:
             floor = (through, LAST_STEP)
             for p in self.partitions:
@@ -127,3 +126,18 @@ class Ledger:
                 if current is None or current < floor:
                     last[p] = floor
         return last
+
+
+def _last_positions(batch: Batch, partitions: int) -> dict[int, tuple[int, int]]:
+    """The last (offset, step) of each partition in ``batch`` (positions grow within a
+    partition), found from its end: as soon as each of ``partitions`` partitions has
+    been seen."""
+    found: dict[int, tuple[int, int]] = {}
+    parts, offsets, steps = batch.partition_list(), batch.offsets, batch.steps
+    for i in range(len(parts) - 1, -1, -1):
+        partition = parts[i]
+        if partition not in found:
+            found[partition] = (offsets[i], 0 if steps is None else steps[i])
+            if len(found) == partitions:
+                break
+    return found

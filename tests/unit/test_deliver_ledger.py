@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from engine.deliver.envelopes.jdbc import _anchors
 from engine.deliver.ledger import Ledger
@@ -47,3 +48,36 @@ def test_anchors_are_every_thousandth_and_the_last_of_each_partition() -> None:
         expected = n % ANCHOR_EVERY == 0 or last or sizes[p] <= ANCHOR_EVERY
         assert (i in anchors) == expected, i
         assert (i in lasts) == last, i
+
+
+def test_partitioned_writes_go_in_batch_order_with_headers_on_the_anchors() -> None:
+    from engine.deliver.envelopes.jdbc import _write_partitioned
+    from engine.deliver.rows import Batch
+
+    written: list[tuple[bytes | None, int, dict[str, Any] | None]] = []
+
+    class Out:
+        topic = "T"
+
+        class producer:  # stands for a confluent_kafka Producer
+            @staticmethod
+            def produce(topic: str, value: bytes | None, key: bytes | None, *, partition: int) -> None:
+                written.append((value, partition, None))
+
+        @staticmethod
+        def send(value: bytes | None, key: bytes | None, partition: int, headers: Any) -> None:
+            written.append((value, partition, headers))
+
+    rng = random.Random(5)
+    partitions = [rng.choice([0, 1, 2, 2]) for _ in range(4_000)]
+    values = [b"%d" % i for i in range(4_000)]
+    batch = Batch(list(range(100, 4_100)), [None] * 4_000, list(values), partitions=partitions)
+    _write_partitioned(batch, Out(), {"zync.pool.id": b"x"})  # type: ignore[arg-type]
+    assert [(v, p) for v, p, _ in written] == list(zip(values, partitions, strict=True))
+    anchors, lasts = _anchors(partitions)
+    assert [i for i, (_, _, h) in enumerate(written) if h is not None] == anchors
+    for i in anchors:
+        headers = written[i][2]
+        assert headers is not None
+        assert headers["zync.offset"] == b"%d" % (100 + i)
+        assert ("zync.last" in headers) == (i in lasts)

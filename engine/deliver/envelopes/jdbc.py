@@ -210,37 +210,42 @@ def _write_one_partition(batch: Batch, out: Transactions, identity: Headers) -> 
 
 def _write_partitioned(batch: Batch, out: Transactions, identity: Headers) -> None:
     """To several partitions: in each, every ANCHOR_EVERY-th message and the last carry
-    the position headers (all of them when the partition gets ANCHOR_EVERY or fewer)."""
+    the position headers (all of them when the partition gets ANCHOR_EVERY or fewer);
+    the messages between two anchors go in a tight loop."""
     produce, send = out.producer.produce, out.send
     topic = out.topic
     partitions = batch.partition_list()
     anchors, lasts = _anchors(partitions)
-    offsets = batch.offsets
-    for i, (value, key, partition) in enumerate(
-        zip(batch.values, batch.keys, partitions, strict=True)
-    ):
-        if i in anchors:
-            send(value, key, partition, anchor_headers(offsets[i], i in lasts, identity))
-            continue
-        try:
-            produce(topic, value, key, partition=partition)
-        except BufferError:
-            send(value, key, partition, None)
+    values, keys, offsets = batch.values, batch.keys, batch.offsets
+    start = 0
+    for anchor in [*anchors, len(partitions)]:
+        for value, key, partition in zip(
+            values[start:anchor], keys[start:anchor], partitions[start:anchor], strict=True
+        ):
+            try:
+                produce(topic, value, key, partition=partition)
+            except BufferError:
+                send(value, key, partition, None)
+        if anchor < len(partitions):
+            headers = anchor_headers(offsets[anchor], anchor in lasts, identity)
+            send(values[anchor], keys[anchor], partitions[anchor], headers)
+        start = anchor + 1
 
 
-def _anchors(partitions: Sequence[int]) -> tuple[set[int], set[int]]:
-    """The indexes of the messages that carry position headers, and of each partition's
-    last message (an anchor too)."""
-    by_partition: dict[int, list[int]] = {}
-    for i, partition in enumerate(partitions):
-        by_partition.setdefault(partition, []).append(i)
+def _anchors(partitions: Sequence[int]) -> tuple[list[int], set[int]]:
+    """The indexes of the messages that carry position headers, in order, and of each
+    partition's last message (an anchor too); found by Arrow, not message by message."""
+    column = pa.array(partitions, pa.int32())
     anchors: set[int] = set()
     lasts: set[int] = set()
-    for indexes in by_partition.values():
-        lasts.add(indexes[-1])
-        anchors.update(indexes if len(indexes) <= ANCHOR_EVERY else indexes[::ANCHOR_EVERY])
+    for partition in pc.unique(column).to_pylist():
+        indexes = pc.indices_nonzero(pc.equal(column, partition))
+        lasts.add(indexes[-1].as_py())
+        if len(indexes) > ANCHOR_EVERY:
+            indexes = indexes.take(pa.array(range(0, len(indexes), ANCHOR_EVERY)))
+        anchors.update(indexes.to_pylist())
     anchors |= lasts
-    return anchors, lasts
+    return sorted(anchors), lasts
 
 
 ENVELOPE = JdbcEnvelope
