@@ -15,13 +15,16 @@ partition also carries ``zync.last``. A jdbc transaction of more than
 the last and every :data:`ANCHOR_EVERY`-th message): the messages between two anchors
 are the next records of that partition, one by one.
 
-On start the position is read back **from the topic itself** (:func:`read_positions`):
+On start the tail is read back (:func:`read_positions`), beside the committed position:
 the tail of each partition is consumed (read_committed) up to its end; the last record
 with the header and the number of records after it give that partition's last delivered
 position. Records before our first anchor (data that was there before) are ignored, and
 so are records after an anchor marked ``zync.last`` (someone else's). Nothing assumes
 offset arithmetic (transaction markers occupy offsets) nor trusts the high watermark
 alone; when the last records of a partition carry no header, the window grows backwards.
+Retention and compaction only remove records, so the tail can be behind or empty, never
+ahead; :mod:`~engine.deliver.ownership` says when it stands in for the committed
+position.
 """
 
 from __future__ import annotations

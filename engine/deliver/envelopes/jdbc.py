@@ -7,10 +7,11 @@ Messages carry the position header ``zync.offset``: all of them in a transaction
 to :data:`~engine.deliver.positions.ANCHOR_EVERY` messages per partition (what
 continuous delivery makes), only the anchors in a larger one (a catch-up). A pass
 streams: the first transaction is small (:data:`~engine.deliver.read.FIRST_TRANSACTION`)
-so that producing starts while the rest is still read and encoded. A catch-up to one
-partition in Avro reads the records without their JSON texts when the ETL's bodies ship
-(docs/design.md#staged-avro), and reads the texts back only for a table whose bodies do
-not all ship.
+so that producing starts while the rest is still read and encoded. A catch-up in Avro
+reads the records without their JSON texts when the ETL's bodies ship
+(docs/design.md#staged-avro) — with the key's text alone to several partitions, since it
+picks the partition — and reads the texts back only for a table whose bodies do not all
+ship.
 """
 
 from __future__ import annotations
