@@ -21,6 +21,13 @@ that tells a transient fault (wait, retry, say so in words) from a fatal one.
 * ``stop`` while Kafka is out: :class:`StoppedWaiting` — the transaction in flight is not
   committed; the next start fences the old producer (aborting it) and delivers those
   records again.
+* Committing the position (``send_offsets_to_transaction``) works around two librdkafka
+  bugs (confluentinc/librdkafka#5456: it ignores its timeout; #5511: it hangs for good
+  when the group coordinator it cached left the cluster's metadata, as a restarted
+  broker does): a producer that went through an outage or lost a connection during the
+  transaction is made again before it commits a position (:class:`Wedged`: the
+  transaction is redone), and the call runs in a thread of its own, given up with its
+  producer after :data:`WEDGED_AFTER` seconds (:meth:`Faults.watch`).
 """
 
 from __future__ import annotations
@@ -58,8 +65,18 @@ RENEW: Final = "renew"
 _Read = TypeVar("_Read")
 
 
+#: Seconds a call that may never return (:meth:`Faults.watch`) is given.
+WEDGED_AFTER = 60.0
+
+
 class StoppedWaiting(Exception):
     """``stop`` was set while Kafka was out: the transaction in flight is left."""
+
+
+class Wedged(Exception):
+    """The producer cannot be trusted to finish the transaction (a librdkafka call that
+    does not return, or one a known bug may keep from returning): it is made again and
+    the transaction redone."""
 
 
 class Faults:
@@ -119,6 +136,33 @@ class Faults:
                 continue
             self.outage.end()
             return
+
+    def watch(self, producer: Producer, call: Callable[[], object], what: str) -> None:
+        """``call()`` (a librdkafka call that may not return) in a thread of its own,
+        asking the broker while it waits (:meth:`check`); :class:`Wedged` after
+        :data:`WEDGED_AFTER` seconds (the call is left to its thread). Its errors are
+        raised here."""
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - raised by the waiting thread
+                failed.append(exc)
+            finally:
+                done.set()
+
+        started = time.monotonic()
+        threading.Thread(target=run, name=f"zync-{what}", daemon=True).start()
+        while not done.wait(STEP):
+            self.check(producer, what, started)
+            if time.monotonic() - started > WEDGED_AFTER:
+                log.warning("%s: %s did not return in %gs", self.topic, what, WEDGED_AFTER)
+                raise Wedged(what)
+        if failed:
+            raise failed[0]
+        self.outage.end()
 
     def check(self, producer: Producer, what: str, since: float) -> None:
         """``what`` has waited since ``since`` (``time.monotonic()``): ask the broker; no
@@ -198,6 +242,10 @@ class Faults:
         if self._reason is not None and self._reason[0] >= since:
             return self._reason[1]
         return f"no answer within {PROBE_TIMEOUT:g}s"
+
+    def renewing(self, why: str) -> None:
+        """Say that the producer is made again (a :class:`Wedged` transaction)."""
+        self._retrying(f"the transaction cannot be finished ({why}); starting the producer again")
 
     def _retrying(self, text: str) -> None:
         self.board.set(last_error=text)

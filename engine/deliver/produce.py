@@ -24,7 +24,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from engine.deliver.errors import DeliveryError
-from engine.deliver.faults import RENEW, STEP, Faults
+from engine.deliver.faults import RENEW, STEP, Faults, Wedged
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaException, Producer
@@ -127,7 +127,7 @@ class Transactions:
             troubles = self.faults.troubles
             try:
                 self._produce(batch, ledger, write, through, stamp)
-            except KafkaException as exc:
+            except (KafkaException, Wedged) as exc:
                 failures = self._failed(exc, troubles, failures)
                 ledger.take(self._keeper().read_back(ledger.partitions))
                 batch = ledger.unclaimed(batch)
@@ -148,13 +148,17 @@ class Transactions:
             try:
                 self._produce(None, ledger, None, None, None)
                 return
-            except KafkaException as exc:
+            except (KafkaException, Wedged) as exc:
                 failures = self._failed(exc, troubles, failures)
 
-    def _failed(self, exc: KafkaException, troubles: int, failures: int) -> int:
+    def _failed(self, exc: KafkaException | Wedged, troubles: int, failures: int) -> int:
         """Recover from a failed transaction; the failures so far (outages aside)."""
         faults = self.faults
-        how = faults.recovery(exc.args[0], troubles)
+        if isinstance(exc, Wedged):
+            faults.renewing(str(exc))
+            how = RENEW
+        else:
+            how = faults.recovery(exc.args[0], troubles)
         if faults.troubles == troubles and not faults.outage.down:
             failures += 1  # outages and lost connections aside
         if failures >= MAX_FAILURES:
@@ -175,6 +179,7 @@ class Transactions:
         """One transaction: the messages of ``batch`` (None: none), the claim until it
         names this pool, and the position of every partition once it is committed."""
         producer, keeper = self.producer, self._keeper()
+        troubles = self.faults.troubles
         keeper.begin()
         paused = gc.isenabled()
         gc.disable()  # a million short-lived dicts, no cycles: the collector only costs
@@ -191,11 +196,13 @@ class Transactions:
         waited = time.monotonic()
         while producer.flush(STEP) > 0:  # the delivery reports: our last records' offsets
             self.faults.check(producer, "producing", waited)
+        if self.faults.troubles != troubles:
+            raise Wedged("an outage or a lost connection")  # librdkafka#5511: see faults
         offsets = keeper.offsets(ledger.standing(batch, through), ledger.after, stamp)
         metadata = keeper.group_metadata()
-        self.faults.wait(
+        self.faults.watch(
             producer,
-            lambda timeout: producer.send_offsets_to_transaction(offsets, metadata, timeout),
+            lambda: producer.send_offsets_to_transaction(offsets, metadata, TXN_TIMEOUT),
             "committing the position",
         )
         self.faults.wait(producer, producer.commit_transaction, "committing a transaction")
