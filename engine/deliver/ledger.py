@@ -15,6 +15,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping, Sequence
 
+import pyarrow as pa
+
 from engine.deliver.positions import LAST_STEP, Position
 from engine.deliver.rows import Batch
 
@@ -73,6 +75,15 @@ class Ledger:
             offset % count if key is None else crc32(key.encode("utf-8")) % count
             for key, offset in zip(keys, offsets, strict=True)
         ]
+
+    def partitions_of_texts(self, keys: pa.ChunkedArray, offsets: Sequence[int]) -> list[int]:
+        """:meth:`partitions_of` for the keys' JSON texts as Arrow strings: their bytes
+        hashed as they are when none is NULL."""
+        count = len(self.partitions)
+        if count == 1 or keys.null_count:
+            return self.partitions_of(keys.to_pylist(), offsets)
+        crc32 = zlib.crc32
+        return [crc32(key) % count for key in keys.cast(pa.binary()).to_pylist()]
 
     def claims_none_from(self, offset: int) -> bool:
         """Whether :meth:`claim` is False for every record from pool offset ``offset``

@@ -33,6 +33,20 @@ def test_claims_none_only_past_every_position_and_count() -> None:
     assert ledger.claims_none_from(13)
 
 
+def test_partitions_of_texts_is_partitions_of() -> None:
+    import pyarrow as pa
+
+    ledger = Ledger([0, 1, 2], counts_after=True)
+    texts = [f'{{"ID":{i * 7919}, "n":"é{i}"}}' for i in range(500)]
+    offsets = list(range(500))
+    expected = ledger.partitions_of(texts, offsets)
+    assert ledger.partitions_of_texts(pa.chunked_array([texts]), offsets) == expected
+    with_null = [*texts[:10], None, *texts[11:]]
+    assert ledger.partitions_of_texts(pa.chunked_array([with_null]), offsets) == (
+        ledger.partitions_of(with_null, offsets)
+    )
+
+
 def test_anchors_are_every_thousandth_and_the_last_of_each_partition() -> None:
     rng = random.Random(3)
     partitions = [rng.choice([0, 1, 1, 2, 2, 2]) for _ in range(5_000)]

@@ -142,7 +142,7 @@ class JdbcEnvelope(Envelope):
             if skip:
                 rows = rows.slice(skip, len(rows))
             return rows, partition, None
-        partitions = ledger.partitions_of(rows.partition_keys.to_pylist(), rows.offsets)
+        partitions = ledger.partitions_of_texts(rows.partition_keys, rows.offsets)
         if ledger.claims_none_from(rows.offsets[0]):  # past what was delivered: all go
             return rows, None, partitions
         keep = [
