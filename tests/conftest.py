@@ -115,10 +115,11 @@ def lake(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """An Apache Kafka broker (KRaft) on a free port, for the whole session."""
-    from tests.stack import start_broker
+    """An Apache Kafka broker (KRaft) on a free port, for the whole session; it applies
+    retention and compaction within seconds (tests.stack.SESSION_BROKER)."""
+    from tests.stack import SESSION_BROKER, start_broker
 
-    running = start_broker(tmp_path_factory.mktemp("broker"))
+    running = start_broker(tmp_path_factory.mktemp("broker"), SESSION_BROKER)
     yield running
     running.stop()
 

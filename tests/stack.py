@@ -15,6 +15,20 @@ from engine.local import broker, processes, registry
 
 READY_TIMEOUT = 60.0
 
+#: The session broker (tests/conftest.py) applies a topic's retention and compaction
+#: within seconds, so that to-kafka's tests can give a topic a retention of seconds, or
+#: have the tombstone at its end compacted away (retention.ms, segment.ms,
+#: delete.retention.ms... are the topics' own settings): these are the broker-wide
+#: ones, checked every 5 minutes, first 30 s after start, and every 15 s by default.
+#: One more check a second costs the broker nothing measurable.
+SESSION_BROKER = broker.BrokerOptions(
+    properties={
+        "log.retention.check.interval.ms": "1000",
+        "log.initial.task.delay.ms": "1000",
+        "log.cleaner.backoff.ms": "1000",
+    }
+)
+
 
 @dataclass(frozen=True)
 class Running:

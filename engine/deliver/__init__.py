@@ -7,10 +7,14 @@ commits arrive; :func:`~engine.deliver.loop.deliver_outputs` runs one per output
 
 Exactly once, across kill -9 at any moment (docs/design.md#exactly-once-to-kafka):
 
-* records carry their position in headers, and on start the position is read back from
-  the topic's tail (:mod:`~engine.deliver.positions`); the headers name the staging pool,
-  so a tail written by another pool stops delivery unless the topic is taken over
-  (:mod:`~engine.deliver.ownership`);
+* each transaction commits, with its records, where delivery stands: an offset per
+  partition with the position as metadata, in Kafka's offsets topic
+  (:mod:`~engine.deliver.committed`), and, the first time, a claim on the topic that
+  outlives it (:mod:`~engine.deliver.claims`); records also carry their position in
+  headers (:mod:`~engine.deliver.positions`). On start all three are read back and
+  judged (:mod:`~engine.deliver.keeper`, :mod:`~engine.deliver.ownership`): the committed
+  position is the stronger, and a topic another pool delivers, or one deleted and
+  created again, stops delivery unless the topic is taken over;
 * each record's partition is a pure function of its key, so every record is skipped or
   produced by comparing its position with its partition's (:mod:`~engine.deliver.ledger`);
 * records are produced in Kafka transactions by a producer whose transactional id is
@@ -29,10 +33,11 @@ and ``json`` (the JSON text). A shaper (:mod:`~engine.deliver.shaper`) may resha
 record with Spark SQL first.
 
 The modules, each owning one concept: ``loop`` (the Delivery), ``status`` (events and
-the status snapshot), ``errors``, ``lock``, ``positions``, ``ownership``, ``ledger``,
-``read``, ``rows``, ``shaper``, ``record_types``, ``encode`` (with ``avro_bodies`` and
-``json_convert``), ``envelopes/`` (``base``, ``images``, ``jdbc``, ``debezium``,
-``differential``, ``materialize``), ``stream`` (reading and encoding ahead of
-producing), ``produce`` and ``faults`` (what is waited for — an unreachable broker, a
-transaction the broker gave up — and what stops a delivery).
+the status snapshot), ``errors``, ``lock``, ``positions``, ``committed``, ``claims``,
+``ownership``, ``keeper``, ``ledger``, ``read``, ``rows``, ``shaper``, ``record_types``,
+``encode`` (with ``avro_bodies`` and ``json_convert``), ``envelopes/`` (``base``,
+``images``, ``jdbc``, ``debezium``, ``differential``, ``materialize``), ``stream``
+(reading and encoding ahead of producing), ``produce`` and ``faults`` (what is waited
+for — an unreachable broker, a transaction the broker gave up — and what stops a
+delivery).
 """

@@ -17,10 +17,17 @@ that tells a transient fault (wait, retry, say so in words) from a fatal one.
   producer is made again (:data:`RENEW`, which completes the old incarnation's
   transaction) and the positions are read back. Otherwise it is another to-kafka taking
   the topic over: :class:`DeliveryFenced`.
-* Reading the positions back (:meth:`Faults.read_positions`) waits for the broker too.
+* Reading the positions back (:meth:`Faults.read_back`) waits for the broker too.
 * ``stop`` while Kafka is out: :class:`StoppedWaiting` — the transaction in flight is not
   committed; the next start fences the old producer (aborting it) and delivers those
   records again.
+* Committing the position (``send_offsets_to_transaction``) works around two librdkafka
+  bugs (confluentinc/librdkafka#5456: it ignores its timeout; #5511: it hangs for good
+  when the group coordinator it cached left the cluster's metadata, as a restarted
+  broker does): a producer that went through an outage or lost a connection during the
+  transaction is made again before it commits a position (:class:`Wedged`: the
+  transaction is redone), and the call runs in a thread of its own, given up with its
+  producer after :data:`WEDGED_AFTER` seconds (:meth:`Faults.watch`).
 """
 
 from __future__ import annotations
@@ -28,11 +35,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from engine.deliver.errors import DeliveryError, DeliveryFenced
-from engine.deliver.positions import Position, read_positions
 from engine.kafka.outage import BACK, UNREACHABLE, Outage
 
 if TYPE_CHECKING:
@@ -56,9 +62,21 @@ READ_ATTEMPTS = 3
 ABORT: Final = "abort"
 RENEW: Final = "renew"
 
+_Read = TypeVar("_Read")
+
+
+#: Seconds a call that may never return (:meth:`Faults.watch`) is given.
+WEDGED_AFTER = 60.0
+
 
 class StoppedWaiting(Exception):
     """``stop`` was set while Kafka was out: the transaction in flight is left."""
+
+
+class Wedged(Exception):
+    """The producer cannot be trusted to finish the transaction (a librdkafka call that
+    does not return, or one a known bug may keep from returning): it is made again and
+    the transaction redone."""
 
 
 class Faults:
@@ -120,6 +138,33 @@ class Faults:
             self.outage.end()
             return
 
+    def watch(self, producer: Producer, call: Callable[[], object], what: str) -> None:
+        """``call()`` (a librdkafka call that may not return) in a thread of its own,
+        asking the broker while it waits (:meth:`check`); :class:`Wedged` after
+        :data:`WEDGED_AFTER` seconds (the call is left to its thread). Its errors are
+        raised here."""
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - raised by the waiting thread
+                failed.append(exc)
+            finally:
+                done.set()
+
+        started = time.monotonic()
+        threading.Thread(target=run, name=f"zync-{what}", daemon=True).start()
+        while not done.wait(STEP):
+            self.check(producer, what, started)
+            if time.monotonic() - started > WEDGED_AFTER:
+                log.warning("%s: %s did not return in %gs", self.topic, what, WEDGED_AFTER)
+                raise Wedged(what)
+        if failed:
+            raise failed[0]
+        self.outage.end()
+
     def check(self, producer: Producer, what: str, since: float) -> None:
         """``what`` has waited since ``since`` (``time.monotonic()``): ask the broker; no
         answer begins an outage (and, once ``stop`` is set, gives up waiting)."""
@@ -155,10 +200,10 @@ class Faults:
         self._retrying(f"transaction failed ({text}); retrying")
         return ABORT
 
-    def read_positions(self, partitions: Sequence[int]) -> dict[int, Position | None]:
-        """:func:`~engine.deliver.positions.read_positions`, waiting for the broker: while
-        it is out, a metadata request every :data:`READ_AGAIN` seconds (each waiting up
-        to :data:`PROBE_TIMEOUT`) says when to read again."""
+    def read_back(self, read: Callable[[], _Read]) -> _Read:
+        """``read()`` (what is committed and the topic's tail, read back), waiting for
+        the broker: while it is out, a metadata request every :data:`READ_AGAIN` seconds
+        (each waiting up to :data:`PROBE_TIMEOUT`) says when to read again."""
         from engine.kafka.clients import KafkaUnavailable  # deferred: confluent_kafka
 
         attempts = 0
@@ -169,7 +214,7 @@ class Faults:
                     raise StoppedWaiting("reading the positions back")
                 continue
             try:
-                found = read_positions(self.kafka, self.topic, partitions)
+                found = read()
             except (KafkaUnavailable, DeliveryError) as exc:
                 if self._reachable():
                     attempts += 1
@@ -199,6 +244,10 @@ class Faults:
         if self._reason is not None and self._reason[0] >= since:
             return self._reason[1]
         return f"no answer within {PROBE_TIMEOUT:g}s"
+
+    def renewing(self, why: str) -> None:
+        """Say that the producer is made again (a :class:`Wedged` transaction)."""
+        self._retrying(f"the transaction cannot be finished ({why}); starting the producer again")
 
     def _retrying(self, text: str) -> None:
         self.board.set(last_error=text)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping, Sequence
 
-from engine.deliver.positions import Position
+import pyarrow as pa
+
+from engine.deliver.positions import LAST_STEP, Position
 from engine.deliver.rows import Batch
 
 
@@ -35,7 +37,7 @@ class Ledger:
         self.after: dict[int, int] = {}  # partition -> records delivered after `last`
 
     def take(self, found: Mapping[int, Position | None]) -> None:
-        """Positions read back from the topic (:func:`~engine.deliver.positions.read_positions`)."""
+        """Positions read back (judged by :mod:`~engine.deliver.ownership`)."""
         self.last = {}
         self.after = {}
         for partition, position in found.items():
@@ -74,6 +76,15 @@ class Ledger:
             for key, offset in zip(keys, offsets, strict=True)
         ]
 
+    def partitions_of_texts(self, keys: pa.ChunkedArray, offsets: Sequence[int]) -> list[int]:
+        """:meth:`partitions_of` for the keys' JSON texts as Arrow strings: their bytes
+        hashed as they are when none is NULL."""
+        count = len(self.partitions)
+        if count == 1 or keys.null_count:
+            return self.partitions_of(keys.to_pylist(), offsets)
+        crc32 = zlib.crc32
+        return [crc32(key) % count for key in keys.cast(pa.binary()).to_pylist()]
+
     def claims_none_from(self, offset: int) -> bool:
         """Whether :meth:`claim` is False for every record from pool offset ``offset``
         on: no partition has delivered past it or has records read back after its last
@@ -102,11 +113,42 @@ class Ledger:
             [i for i, (p, o, st) in enumerate(batch.positions()) if not self.claim(p, o, st)]
         )
 
-    def note(self, batch: Batch) -> None:
-        """``batch`` was committed."""
-        if batch.partition is not None:
-            steps = batch.steps
-            self.last[batch.partition] = (batch.offsets[-1], 0 if steps is None else steps[-1])
-        else:
-            for p, o, st in batch.positions():
-                self.last[p] = (o, st)  # positions grow within a partition
+    def note(self, batch: Batch, through: int | None = None) -> None:
+        """``batch`` was committed, and with it every record up to pool offset
+        ``through`` is delivered (:meth:`standing`)."""
+        self.last = self.standing(batch, through)
+
+    def standing(self, batch: Batch | None, through: int | None) -> dict[int, tuple[int, int]]:
+        """Each partition's last delivered (offset, step) once ``batch`` is committed:
+        with it every record up to pool offset ``through`` is delivered, whichever
+        partition its key sends it to (so every partition stands at least at
+        ``(through, LAST_STEP)``)."""
+        last = dict(self.last)
+        if batch is not None and len(batch):
+            if batch.partition is not None:
+                steps = batch.steps
+                last[batch.partition] = (batch.offsets[-1], 0 if steps is None else steps[-1])
+            else:
+                last |= _last_positions(batch, len(self.partitions))
+        if through is not None:
+            floor = (through, LAST_STEP)
+            for p in self.partitions:
+                current = last.get(p)
+                if current is None or current < floor:
+                    last[p] = floor
+        return last
+
+
+def _last_positions(batch: Batch, partitions: int) -> dict[int, tuple[int, int]]:
+    """The last (offset, step) of each partition in ``batch`` (positions grow within a
+    partition), found from its end: as soon as each of ``partitions`` partitions has
+    been seen."""
+    found: dict[int, tuple[int, int]] = {}
+    parts, offsets, steps = batch.partition_list(), batch.offsets, batch.steps
+    for i in range(len(parts) - 1, -1, -1):
+        partition = parts[i]
+        if partition not in found:
+            found[partition] = (offsets[i], 0 if steps is None else steps[i])
+            if len(found) == partitions:
+                break
+    return found

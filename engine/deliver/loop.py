@@ -1,7 +1,7 @@
 """The delivery loop: :class:`Delivery` delivers one topic of a staging pool to Kafka,
-exactly once, composing the lock, the positions read back (judged by
-:mod:`~engine.deliver.ownership`), the staging reader, the envelope and the
-transactional producer (with its waits for an unreachable broker,
+exactly once, composing the lock, the positions read back (the claim, the committed
+position and the tail, judged by :mod:`~engine.deliver.ownership`), the staging reader,
+the envelope and the transactional producer (with its waits for an unreachable broker,
 :mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several (:class:`Output`
 each)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,10 +18,10 @@ from engine.deliver.envelopes import DEFAULT, envelope_named
 from engine.deliver.envelopes.base import Envelope, Parts
 from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import StoppedWaiting
+from engine.deliver.keeper import PositionKeeper
 from engine.deliver.ledger import Ledger
 from engine.deliver.lock import topic_lock
-from engine.deliver.ownership import Ownership
-from engine.deliver.positions import PoolIdentity, Position
+from engine.deliver.positions import PoolIdentity
 from engine.deliver.produce import Transactions, transactional_id
 from engine.deliver.read import StagingReader
 from engine.deliver.record_types import RecordTypes
@@ -193,10 +193,7 @@ class Delivery:
             return
         partitions = self._open_kafka(stop)
         envelope = self._compose(pool, partitions)
-        read_back = self._read_back(envelope)
-        assert self._out is not None
-        self._out.read_back = read_back
-        self._recover(envelope, read_back())
+        self._recover(envelope)
         board = self._board
         while not stop.is_set():
             board.heartbeat.beat()
@@ -206,6 +203,7 @@ class Delivery:
                 continue
             if not continuous:
                 break
+            self._refresh(envelope)
             if self.status().state != "idle":
                 board.set(state="idle")
                 board.emit(
@@ -228,38 +226,20 @@ class Delivery:
         self._woken.clear()
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
-        from engine.lake.pool_errors import PoolError  # deferred: deltalake
-
-        announced = False
-        while True:
-            try:
-                pool = self.lake.open_pool(self.pool_name)
-            except PoolError as exc:
-                if not (continuous and self.wait_for_pool):
-                    raise DeliveryError(str(exc)) from None
-                if not announced:
-                    self._board.emit(
-                        "waiting", f"{self.topic}: waiting for pool {self.pool_name!r}"
-                    )
-                    announced = True
-                if self._board.heartbeat.wait_on(stop, 1.0, f"waiting for pool {self.pool_name!r}"):
-                    return None
-                continue
-            if pool.kind != "staging":
-                raise DeliveryError(
-                    f"pool {self.pool_name!r} is a {pool.kind} pool: to-kafka delivers the "
-                    "outputs of a staging pool"
-                )
-            return pool
+        wait = continuous and self.wait_for_pool
+        return open_staging_pool(self.lake, self.pool_name, self.topic, self._board, stop, wait)
 
     def _open_kafka(self, stop: threading.Event) -> list[int]:
         """The topic's partitions (the topic created if missing), with the transactional
         producer started (``stop`` ends its waits for an unreachable broker)."""
-        from engine.kafka.clients import ensure_topic  # deferred: confluent_kafka
+        # deferred: confluent_kafka
+        from engine.deliver.claims import ensure_claims_topic
+        from engine.kafka.clients import ensure_topic
 
         partitions, created = ensure_topic(
             self.kafka, self.topic, partitions=self.partitions_wanted, replication=self.replication
         )
+        ensure_claims_topic(self.kafka)
         self._board.set(partitions=len(partitions))
         self._out = Transactions(self.kafka, self.topic, self._board, stop)
         self._out.start()
@@ -273,12 +253,24 @@ class Delivery:
         return partitions
 
     def _compose(self, pool: Pool, partitions: list[int]) -> Envelope:
-        """The envelope of this run, with the parts it works with."""
+        """The envelope of this run, with the parts it works with; the producer's
+        position keeper."""
         reader = StagingReader(pool, self.staged, batch_records=self.batch_records)
         shaper = Shaper(self.shaper_sql, reader, self._spark_factory)
+        identity = PoolIdentity(str(pool.table.metadata().id), pool.name)
+        assert self._out is not None
+        self._out.keeper = PositionKeeper(
+            self.kafka,
+            self.topic,
+            identity,
+            take_over=self.take_over,
+            staged_last=reader.last_offset,
+            faults=self._out.faults,
+            board=self._board,
+        )
         parts = Parts(
             topic=self.topic,
-            identity=PoolIdentity(str(pool.table.metadata().id), pool.name),
+            identity=identity,
             format=self.format,
             batch_records=self.batch_records,
             registry=self.registry,
@@ -290,30 +282,14 @@ class Delivery:
         )
         return self.envelope(parts)
 
-    def _read_back(self, envelope: Envelope) -> Callable[[], Mapping[int, Position | None]]:
-        """Reads the positions back from the topic, judged: only this pool's count."""
-        parts = envelope.parts
-        owner = Ownership(
-            parts.identity,
-            self.topic,
-            take_over=self.take_over,
-            staged_last=parts.reader.last_offset,
-        )
-
-        def read_back() -> dict[int, Position | None]:
-            assert self._out is not None
-            # waits while the broker is unreachable (engine.deliver.faults)
-            judged = owner.judge(self._out.faults.read_positions(parts.ledger.partitions))
-            for note in owner.notes:
-                self._board.emit("owner", note)
-            owner.notes.clear()
-            return judged
-
-        return read_back
-
-    def _recover(self, envelope: Envelope, found: Mapping[int, Position | None]) -> None:
-        """Start from the last delivered positions, read back from the topic."""
+    def _recover(self, envelope: Envelope) -> None:
+        """Start from the last delivered positions, read back and judged; commit them
+        at once when they are not what is committed (an upgrade, a take-over)."""
+        assert self._out is not None
+        keeper = self._out.keeper
+        assert keeper is not None
         ledger = envelope.parts.ledger
+        found = keeper.read_back(ledger.partitions)
         ledger.take(found)
         envelope.resume(found)
         self._read_version = -1
@@ -321,8 +297,18 @@ class Delivery:
         self._board.set(delivered_offset=delivered)
         where = "from the start" if delivered is None else f"after pool offset {delivered}"
         self._board.emit(
-            "resumed", f"{self.topic}: delivering {where} (position read from the topic)"
+            "resumed", f"{self.topic}: delivering {where} (position read back from Kafka)"
         )
+        if keeper.must_commit():
+            self._out.commit_standing(ledger)
+
+    def _refresh(self, envelope: Envelope) -> None:
+        """Commit the position again when it was last committed long ago (an idle
+        output), so that the broker never expires it."""
+        assert self._out is not None
+        ledger = envelope.parts.ledger
+        if self._out.keeper is not None and self._out.keeper.refresh_due(bool(ledger.last)):
+            self._out.commit_standing(ledger)
 
     def _deliver_to(self, envelope: Envelope, version: int, stop: threading.Event) -> None:
         """Deliver every record of the topic committed up to ``version``."""
@@ -341,7 +327,13 @@ class Delivery:
         """Produce ``batch`` (the messages of ``rows``) in a transaction and report."""
         assert self._out is not None
         out = self._out
-        produced = out.transact(batch, envelope.parts.ledger, lambda b: envelope.write(b, out))
+        produced = out.transact(
+            batch,
+            envelope.parts.ledger,
+            lambda b: envelope.write(b, out),
+            through=rows.offsets[-1],
+            stamp=envelope.stamp(rows),
+        )
         elapsed = max(time.monotonic() - started, 1e-6)
         last = rows.offsets[-1]
         status = self.status()
@@ -368,6 +360,34 @@ class Delivery:
 def heartbeat_of(delivery: Delivery) -> Heartbeat:
     """A delivery's heartbeat: its loop beats it, its waits for Kafka are deliberate."""
     return delivery._board.heartbeat
+
+
+def open_staging_pool(
+    lake: Lake, name: str, topic: str, board: StatusBoard, stop: threading.Event, wait: bool
+) -> Pool | None:
+    """The staging pool ``name``; with ``wait``, waits for it to exist (saying so once)
+    until ``stop`` (None)."""
+    from engine.lake.pool_errors import PoolError  # deferred: deltalake
+
+    announced = False
+    while True:
+        try:
+            pool = lake.open_pool(name)
+        except PoolError as exc:
+            if not wait:
+                raise DeliveryError(str(exc)) from None
+            if not announced:
+                board.emit("waiting", f"{topic}: waiting for pool {name!r}")
+                announced = True
+            if board.heartbeat.wait_on(stop, 1.0, f"waiting for pool {name!r}"):
+                return None
+            continue
+        if pool.kind != "staging":
+            raise DeliveryError(
+                f"pool {name!r} is a {pool.kind} pool: to-kafka delivers the outputs of a "
+                "staging pool"
+            )
+        return pool
 
 
 def deliveries_of(

@@ -1,5 +1,7 @@
 """Positions: where a record sits in the delivery order, the headers that carry it, and
-reading the last delivered position back from the topic's tail.
+reading the last delivered position back from the topic's tail (the weaker of the two
+places a position is kept; the stronger is the committed position,
+:mod:`~engine.deliver.committed`).
 
 Records carry their position in headers: ``zync.offset`` (the pool offset, decimal
 ASCII), ``zync.step`` for envelopes that make several messages of a record, and
@@ -13,13 +15,16 @@ partition also carries ``zync.last``. A jdbc transaction of more than
 the last and every :data:`ANCHOR_EVERY`-th message): the messages between two anchors
 are the next records of that partition, one by one.
 
-On start the position is read back **from the topic itself** (:func:`read_positions`):
+On start the tail is read back (:func:`read_positions`), beside the committed position:
 the tail of each partition is consumed (read_committed) up to its end; the last record
 with the header and the number of records after it give that partition's last delivered
 position. Records before our first anchor (data that was there before) are ignored, and
 so are records after an anchor marked ``zync.last`` (someone else's). Nothing assumes
 offset arithmetic (transaction markers occupy offsets) nor trusts the high watermark
 alone; when the last records of a partition carry no header, the window grows backwards.
+Retention and compaction only remove records, so the tail can be behind or empty, never
+ahead; :mod:`~engine.deliver.ownership` says when it stands in for the committed
+position.
 """
 
 from __future__ import annotations
@@ -48,6 +53,18 @@ HEADER_POOL = "zync.pool"
 ANCHOR_EVERY = 1_000
 #: Records read back from the end of each partition at first to find the position.
 TAIL_WINDOW = 4 * ANCHOR_EVERY
+#: Seconds one read of a batch of records waits (librdkafka returns a batch when it is
+#: full or when this has passed, end of partition or not): short, so that reading a
+#: short tail back does not wait.
+READ_WAIT = 0.05
+#: The settings of a consumer reading a short tail back: it says when it reached the end
+#: of a partition, and the broker answers a fetch at once (not after its usual wait for
+#: more records).
+TAIL_READER = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+#: The largest step: ``(offset, LAST_STEP)`` covers every message made of pool offset
+#: ``offset`` (differential and materialize: the progress message; larger than any
+#: jdbc or debezium step).
+LAST_STEP = 2
 
 #: Message headers as confluent_kafka takes them (by name).
 Headers = dict[str, str | bytes | None]
@@ -90,6 +107,8 @@ class Position:
     pool_id: str | None = field(default=None, compare=False)
     pool_name: str | None = field(default=None, compare=False)
     timestamp: int | None = field(default=None, compare=False)
+    #: the Kafka offset of the last message this position accounts for (read back)
+    at: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_headers(cls, headers: HeadersRead | None) -> Position | None:
@@ -138,6 +157,15 @@ def anchor_headers(offset: int, last: bool, identity: Headers) -> Headers:
     return {HEADER_OFFSET: b"%d" % offset, **identity}
 
 
+@dataclass(frozen=True)
+class Tail:
+    """What the end of each partition says: the last delivered position read back
+    (None: none there) and the partition's low and high watermarks."""
+
+    positions: dict[int, Position | None]
+    marks: dict[int, tuple[int, int]]
+
+
 def read_positions(
     kafka: KafkaProfile,
     topic: str,
@@ -145,14 +173,15 @@ def read_positions(
     *,
     window: int = TAIL_WINDOW,
     timeout: float = 60.0,
-) -> dict[int, Position | None]:
+) -> Tail:
     """The last delivered position in each partition, read from the topic's tail.
 
     Consumes (read_committed) the last records of each partition up to its end and keeps
     the last record with the ``zync.offset`` header, with the number of records after it
     (``Position.after``, 0 when that record closed its transaction: what follows is not
     ours); when none has the header, reads a window four times larger, down to the start
-    of the partition.
+    of the partition. ``Position.at`` is the Kafka offset of the last record it accounts
+    for.
     """
     # deferred: confluent_kafka (librdkafka)
     from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
@@ -161,7 +190,7 @@ def read_positions(
 
     found: dict[int, Position | None] = {}
     deadline = time.monotonic() + timeout
-    reader = consumer(kafka, extra={"enable.partition.eof": True})
+    reader = consumer(kafka, extra=TAIL_READER)
     try:
         marks = watermarks(reader, topic, list(partitions))
         windows = {p: window for p in partitions}
@@ -179,6 +208,7 @@ def read_positions(
                 break
             best: dict[int, Position | None] = {p: None for p in todo}
             after = {p: 0 for p in todo}
+            last_at = {p: -1 for p in todo}
             open_parts: set[int | None] = set(todo)
             reader.assign([TopicPartition(topic, p, starts[p]) for p in sorted(todo)])
             while open_parts:
@@ -188,7 +218,7 @@ def read_positions(
                         "to find where delivery stopped; is the broker healthy?"
                     )
                 try:
-                    messages = reader.consume(10_000, 0.5)
+                    messages = reader.consume(10_000, READ_WAIT)
                 except KafkaException as exc:
                     raise DeliveryError(
                         f"cannot read topic {topic!r}: {exc.args[0].str()}"
@@ -205,11 +235,14 @@ def read_positions(
                         continue
                     assert part is not None  # a record always comes from a partition
                     position = Position.from_headers(message.headers())
+                    at = message.offset()
+                    if at is not None:
+                        last_at[part] = at
                     if position is not None:
                         kind, stamp = message.timestamp()
                         if kind != TIMESTAMP_NOT_AVAILABLE:
                             position = replace(position, timestamp=stamp)
-                        best[part] = position
+                        best[part] = replace(position, at=at)
                         after[part] = 0
                     elif best.get(part) is not None:
                         after[part] += 1
@@ -222,10 +255,10 @@ def read_positions(
                     windows[p] *= 4
                     again.add(p)
                 elif position is not None and not position.last and after[p]:
-                    found[p] = replace(position, after=after[p])
+                    found[p] = replace(position, after=after[p], at=last_at[p])
                 else:
                     found[p] = position
             todo = again
     finally:
         reader.close()
-    return found
+    return Tail(found, marks)

@@ -2,12 +2,15 @@
 
 Records are produced in Kafka transactions by a transactional producer whose
 ``transactional.id`` is derived from the topic, so a restarted process fences the zombie
-of a killed one (its open transaction is aborted before the tail is read), and a second
-to-kafka on another host is fenced by Kafka. A transaction that fails is aborted (or,
-when the broker gave it up during an outage, the producer is made again), the positions
-are read back from the topic and only what is still missing is produced again; what is
-transient and what is fatal, and the waits for an unreachable broker, are
-:mod:`engine.deliver.faults`'.
+of a killed one (its open transaction is aborted before anything is read back), and a
+second to-kafka on another host is fenced by Kafka. Each transaction also commits where
+delivery stands, for every partition (:mod:`~engine.deliver.committed`), and, until the
+claim on the topic names this pool and this topic id, the claim
+(:mod:`~engine.deliver.claims`): the records, the position and the claim are committed
+together or not at all. A transaction that fails is aborted (or, when the broker gave it
+up during an outage, the producer is made again), the positions are read back and only
+what is still missing is produced again; what is transient and what is fatal, and the
+waits for an unreachable broker, are :mod:`engine.deliver.faults`'.
 """
 
 from __future__ import annotations
@@ -16,17 +19,17 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from engine.deliver.errors import DeliveryError
-from engine.deliver.faults import RENEW, STEP, Faults
-from engine.deliver.positions import Position
+from engine.deliver.faults import RENEW, STEP, Faults, Wedged
 
 if TYPE_CHECKING:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaException, Producer
 
+    from engine.deliver.keeper import PositionKeeper, Stamp
     from engine.deliver.ledger import Ledger
     from engine.deliver.positions import Headers
     from engine.deliver.rows import Batch
@@ -39,8 +42,6 @@ TXN_TIMEOUT = 60.0
 #: Failed transactions in a row (outages aside) before the delivery gives up.
 MAX_FAILURES = 5
 
-#: Reads the delivered positions back from the topic (judged: only this pool's).
-ReadBack = Callable[[], Mapping[int, "Position | None"]]
 
 
 def transactional_id(topic: str) -> str:
@@ -51,9 +52,11 @@ def transactional_id(topic: str) -> str:
 class Transactions:
     """The topic's transactional producer. :meth:`start` fences the previous incarnation;
     :meth:`transact` produces one batch in one transaction (the envelope's ``write``
-    produces its messages, through :meth:`send` or :attr:`producer`). ``stop`` ends the
-    waits for an unreachable broker; ``read_back`` reads the positions back (waiting for
-    the broker, judged by :mod:`~engine.deliver.ownership`) after a failed transaction."""
+    produces its messages, through :meth:`send` or :attr:`producer`) and commits with it
+    what :attr:`keeper` says (the position, the claim); :meth:`commit_standing` commits
+    them alone. ``stop`` ends the waits for an unreachable broker; after a failed
+    transaction the keeper reads the positions back (waiting for the broker, judged by
+    :mod:`~engine.deliver.ownership`)."""
 
     def __init__(
         self,
@@ -61,7 +64,6 @@ class Transactions:
         topic: str,
         board: StatusBoard,
         stop: threading.Event | None = None,
-        read_back: ReadBack | None = None,
     ) -> None:
         self.kafka = kafka
         self.topic = topic
@@ -69,7 +71,8 @@ class Transactions:
         self.faults = Faults(
             kafka, topic, transactional_id(topic), board, stop or threading.Event()
         )
-        self.read_back = read_back
+        #: where delivery stands and what each transaction commits (set once composed)
+        self.keeper: PositionKeeper | None = None
         self._producer: Producer | None = None
 
     @property
@@ -104,47 +107,110 @@ class Transactions:
             ) from None
         return made
 
-    def transact(self, batch: Batch, ledger: Ledger, write: Callable[[Batch], None]) -> int:
-        """Produce ``batch`` in one transaction (``write`` produces its messages); the
-        number of messages produced. After a failure: recover (see
-        :mod:`engine.deliver.faults`), read the positions back from the topic, produce
-        what is still missing."""
+    def transact(
+        self,
+        batch: Batch,
+        ledger: Ledger,
+        write: Callable[[Batch], None],
+        through: int | None = None,
+        stamp: Stamp = (None, None),
+    ) -> int:
+        """Produce ``batch`` in one transaction (``write`` produces its messages) and
+        commit with it that every record up to pool offset ``through`` is delivered
+        (``stamp``: the time it closes); the number of messages produced. After a
+        failure: recover (see :mod:`engine.deliver.faults`), read the positions back,
+        produce what is still missing."""
         from confluent_kafka import KafkaException  # deferred: librdkafka
 
-        faults = self.faults
         failures = 0
         while len(batch):
-            troubles = faults.troubles
+            troubles = self.faults.troubles
             try:
-                self._produce(batch, write)
-            except KafkaException as exc:
-                how = faults.recovery(exc.args[0], troubles)
-                if faults.troubles == troubles and not faults.outage.down:
-                    failures += 1  # outages and lost connections aside
-                if failures >= MAX_FAILURES:
-                    raise DeliveryError(
-                        f"topic {self.topic!r}: gave up after {MAX_FAILURES} failed transactions"
-                    ) from None
-                self._recover(how)
-                assert self.read_back is not None
-                ledger.take(self.read_back())
+                self._produce(batch, ledger, write, through, stamp)
+            except (KafkaException, Wedged) as exc:
+                failures = self._failed(exc, troubles, failures)
+                ledger.take(self._keeper().read_back(ledger.partitions))
                 batch = ledger.unclaimed(batch)
                 continue
-            ledger.note(batch)
+            ledger.note(batch, through)
             return len(batch)
         return 0
 
-    def _produce(self, batch: Batch, write: Callable[[Batch], None]) -> None:
-        producer = self.producer
+    def commit_standing(self, ledger: Ledger) -> None:
+        """Commit the ledger's positions (and the claim) in a transaction of their own:
+        on start when they are not what is committed (an upgrade, a take-over), and
+        when the position was last committed long ago (an idle output)."""
+        from confluent_kafka import KafkaException  # deferred: librdkafka
+
+        failures = 0
+        while True:
+            troubles = self.faults.troubles
+            try:
+                self._produce(None, ledger, None, None, None)
+                return
+            except (KafkaException, Wedged) as exc:
+                failures = self._failed(exc, troubles, failures)
+
+    def _failed(self, exc: KafkaException | Wedged, troubles: int, failures: int) -> int:
+        """Recover from a failed transaction; the failures so far (outages aside)."""
+        faults = self.faults
+        if isinstance(exc, Wedged):
+            faults.renewing(str(exc))
+            how = RENEW
+        else:
+            how = faults.recovery(exc.args[0], troubles)
+        if faults.troubles == troubles and not faults.outage.down:
+            failures += 1  # outages and lost connections aside
+        if failures >= MAX_FAILURES:
+            raise DeliveryError(
+                f"topic {self.topic!r}: gave up after {MAX_FAILURES} failed transactions"
+            ) from None
+        self._recover(how)
+        return failures
+
+    def _produce(
+        self,
+        batch: Batch | None,
+        ledger: Ledger,
+        write: Callable[[Batch], None] | None,
+        through: int | None,
+        stamp: Stamp | None,
+    ) -> None:
+        """One transaction: the messages of ``batch`` (None: none), the claim until it
+        names this pool, and the position of every partition once it is committed."""
+        producer, keeper = self.producer, self._keeper()
+        troubles = self.faults.troubles
+        keeper.begin()
         paused = gc.isenabled()
         gc.disable()  # a million short-lived dicts, no cycles: the collector only costs
         try:
             producer.begin_transaction()
-            write(batch)
+            if batch is not None and write is not None:
+                write(batch)
+            claim = keeper.claim()
+            if claim is not None:
+                self._send_to(*claim, partition=0)
         finally:
             if paused:
                 gc.enable()
+        waited = time.monotonic()
+        while producer.flush(STEP) > 0:  # the delivery reports: our last records' offsets
+            self.faults.check(producer, "producing", waited)
+        if self.faults.troubles != troubles:
+            raise Wedged("an outage or a lost connection")  # librdkafka#5511: see faults
+        offsets = keeper.offsets(ledger.standing(batch, through), ledger.after, stamp)
+        metadata = keeper.group_metadata()
+        self.faults.watch(
+            producer,
+            lambda: producer.send_offsets_to_transaction(offsets, metadata, TXN_TIMEOUT),
+            "committing the position",
+        )
         self.faults.wait(producer, producer.commit_transaction, "committing a transaction")
+        keeper.committed_(stamp)
+
+    def _keeper(self) -> PositionKeeper:
+        assert self.keeper is not None
+        return self.keeper
 
     def _recover(self, how: str) -> None:
         """Abort the failed transaction, or make the producer again (when told to, or
@@ -166,12 +232,27 @@ class Transactions:
     def send(
         self, value: bytes | None, key: bytes | None, partition: int, headers: Headers | None
     ) -> None:
-        """Produce one message, waiting for room in the local queue if need be."""
+        """Produce one message (its offset is noted when it is delivered), waiting for
+        room in the local queue if need be."""
+        self._send_to(self.topic, key, value, partition=partition, headers=headers)
+
+    def _send_to(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int,
+        headers: Headers | None = None,
+    ) -> None:
         producer = self.producer
+        noted = self.keeper.delivered if self.keeper is not None and topic == self.topic else None
         waited = time.monotonic()
         while True:
             try:
-                producer.produce(self.topic, value, key, partition=partition, headers=headers)
+                producer.produce(
+                    topic, value, key, partition=partition, headers=headers, on_delivery=noted
+                )
                 return
             except BufferError:
                 producer.poll(0.05)
@@ -187,6 +268,9 @@ class Transactions:
                 with suppress(Exception):
                     self._producer.flush(10)
             self._producer = None
+        if self.keeper is not None:
+            with suppress(Exception):
+                self.keeper.close()
 
     @staticmethod
     def _drop(producer: Producer) -> None:

@@ -45,12 +45,15 @@ class StagingReader:
             "deadletter", "stage"
         ).is_null()
 
-    def snapshot_tables(self, low: int, *, texts: bool = True) -> Iterator[pa.Table]:
+    def snapshot_tables(
+        self, low: int, *, texts: bool = True, keys: bool = False
+    ) -> Iterator[pa.Table]:
         """The topic's records with ``offset >= low`` in the loaded snapshot, streamed in
         tables of about ``batch_records`` rows; without ``texts``, from a pool with the
-        ``avro`` column, only ``offset, avro`` (:meth:`texts` reads the rest). Files are
-        read in seqno order (commit order), which is offset order for the ETL's commits;
-        when it is not (compacted files), the rest is read whole and sorted."""
+        ``avro`` column, only ``offset, avro`` (:meth:`texts` reads the rest), and the
+        key's text too with ``keys``. Files are read in seqno order (commit order),
+        which is offset order for the ETL's commits; when it is not (compacted files),
+        the rest is read whole and sorted."""
         # deferred: deltalake
         from engine.lake.delta import arrow_schema, parquet_dataset
 
@@ -81,7 +84,7 @@ class StagingReader:
             condition = condition & (offset >= low)
         schema = arrow_schema(table)
         scanner = parquet_dataset(self.pool.location, uris, schema).scanner(
-            columns=_record_columns(schema, texts=texts),
+            columns=_record_columns(schema, texts=texts, keys=keys),
             filter=condition,
             batch_size=64 * 1024,
         )
@@ -173,6 +176,8 @@ class StagingReader:
             except _MetadataVersion:
                 parts.append(self._version_rows(version))
                 version += 1
+        if not parts:  # no version: nothing added
+            return self._rows_schema().empty_table()
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _change_feed(self, first: int, last: int) -> pa.Table:
@@ -218,17 +223,12 @@ class StagingReader:
         )
         return rows.filter(keep)
 
-    def _version_rows(self, version: int) -> pa.Table:
-        """Records of the topic in the files that ``version`` added."""
-        # deferred: deltalake
-        from engine.lake.delta import arrow_schema, parquet_dataset
+    def _rows_schema(self) -> pa.Schema:
+        """The columns of the changes read: those of the newest table's rows."""
+        from engine.lake.delta import arrow_schema  # deferred: deltalake
 
-        table = self.pool.snapshot(version)
-        before = set(self.pool.snapshot(version - 1).file_uris()) if version > 0 else set()
-        added = [uri for uri in table.file_uris() if uri not in before]
-        # the rows of the versions after it have the newest table's columns
         avro = _has_avro(arrow_schema(self.pool.table))
-        schema = pa.schema(
+        return pa.schema(
             [
                 ("offset", pa.int64()),
                 ("key", pa.string()),
@@ -237,6 +237,17 @@ class StagingReader:
                 ("time", pa.int64()),
             ]
         )
+
+    def _version_rows(self, version: int) -> pa.Table:
+        """Records of the topic in the files that ``version`` added."""
+        # deferred: deltalake
+        from engine.lake.delta import arrow_schema, parquet_dataset
+
+        table = self.pool.snapshot(version)
+        before = set(self.pool.snapshot(version - 1).file_uris()) if version > 0 else set()
+        added = [uri for uri in table.file_uris() if uri not in before]
+        schema = self._rows_schema()
+        avro = "avro" in schema.names
         if not added:
             return schema.empty_table()
         table_schema = arrow_schema(table)
@@ -255,13 +266,17 @@ def _has_avro(schema: pa.Schema) -> bool:
     return AVRO_FIELD.name in schema.names
 
 
-def _record_columns(schema: pa.Schema, *, texts: bool = True) -> dict[str, pc.Expression]:
+def _record_columns(
+    schema: pa.Schema, *, texts: bool = True, keys: bool = False
+) -> dict[str, pc.Expression]:
     """What a record read projects: ``offset, key, value`` and, from a staging pool
     that has it, ``avro`` (the Avro bodies the ETL wrote); without ``texts`` (and with
-    ``avro``), not ``key, value``."""
+    ``avro``), not ``key, value`` (but ``key`` with ``keys``)."""
     columns = {"offset": pc.field("kafka", "offset")}
     if texts or not _has_avro(schema):
         columns |= {"key": pc.field("key"), "value": pc.field("value")}
+    elif keys:
+        columns["key"] = pc.field("key")
     if _has_avro(schema):
         columns["avro"] = pc.field("avro")
     return columns

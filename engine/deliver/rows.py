@@ -27,12 +27,14 @@ class Rows:
 
     Rows whose bodies are shipped as they are may come without their texts (read
     without ``key, value``: ``texts`` is None); :attr:`keys` and :attr:`values` then
-    raise, and nothing may ask for them."""
+    raise, and nothing may ask for them. Read with the key's text alone (which picks
+    the partition), that is :attr:`key_texts`."""
 
     offsets: list[int]
     texts: tuple[pa.ChunkedArray, pa.ChunkedArray] | None
     times: list[int] | None = None
     avro: pa.ChunkedArray | None = None
+    key_texts: pa.ChunkedArray | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -45,6 +47,13 @@ class Rows:
     def values(self) -> pa.ChunkedArray:
         return self._texts()[1]
 
+    @property
+    def partition_keys(self) -> pa.ChunkedArray:
+        """The keys' JSON texts, which pick the records' partitions."""
+        if self.texts is None and self.key_texts is not None:
+            return self.key_texts
+        return self.keys
+
     def _texts(self) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
         if self.texts is None:
             raise DeliveryError("internal: rows read without their JSON texts were asked for them")
@@ -53,14 +62,18 @@ class Rows:
     @classmethod
     def from_arrow(cls, table: pa.Table, with_times: bool = False) -> Rows:
         table = in_offset_order(table)
-        texts = None
-        if "key" in table.column_names:
+        names = table.column_names
+        texts = key_texts = None
+        if "value" in names:
             texts = (table.column("key"), table.column("value"))
+        elif "key" in names:
+            key_texts = table.column("key")
         return cls(
             table.column("offset").to_pylist(),
             texts,
             table.column("time").to_pylist() if with_times else None,
-            table.column("avro") if "avro" in table.column_names else None,
+            table.column("avro") if "avro" in names else None,
+            key_texts,
         )
 
     def slice(self, start: int, stop: int) -> Rows:
@@ -72,6 +85,7 @@ class Rows:
             texts,
             None if self.times is None else self.times[start:stop],
             None if self.avro is None else self.avro.slice(start, count),
+            None if self.key_texts is None else self.key_texts.slice(start, count),
         )
 
     def take(self, index: list[int]) -> Rows:
@@ -82,6 +96,7 @@ class Rows:
             texts,
             None if self.times is None else [self.times[i] for i in index],
             None if self.avro is None else self.avro.take(picked),
+            None if self.key_texts is None else self.key_texts.take(picked),
         )
 
 

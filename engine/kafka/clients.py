@@ -19,8 +19,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from engine.errors import ZyncError
 from engine.kafka.refusals import refusal, rejected_file, without_repeat_count
@@ -221,18 +228,23 @@ def ensure_topic(
     *,
     partitions: int = 1,
     replication: int = 1,
+    config: Mapping[str, str] | None = None,
     timeout: float = 10.0,
 ) -> tuple[list[int], bool]:
-    """Create ``topic`` when missing; returns its partitions and whether it was created."""
+    """Create ``topic`` when missing (``replication`` -1: the brokers' default; ``config``:
+    topic settings); returns its partitions and whether it was created."""
     with _create_lock:
         topics = check_reachable(profile, timeout)
         if topics.get(topic):
             return list(range(topics[topic])), False
         admin = admin_client(profile)
-        futures = admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=replication)],
-            request_timeout=timeout,
+        new = NewTopic(
+            topic,
+            num_partitions=partitions,
+            replication_factor=replication,
+            config=dict(config or {}),
         )
+        futures = admin.create_topics([new], request_timeout=timeout)
         try:
             futures[topic].result(timeout)
             created = True
@@ -251,6 +263,39 @@ def ensure_topic(
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+
+#: The topic id Kafka gives a topic when it has none (a broker older than topic ids).
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def topic_id(admin: AdminClient, topic: str, timeout: float = 10.0) -> str | None:
+    """The id Kafka gave ``topic`` when it was created (a recreated topic gets another);
+    None from a broker without topic ids. Raises :class:`TopicNotFound`, or
+    :class:`KafkaUnavailable`."""
+    try:
+        found = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+        description = found.result(timeout)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise TopicNotFound(f"topic {topic!r} does not exist") from None
+        raise KafkaUnavailable(f"cannot describe topic {topic!r}: {error.str()}") from None
+    text = str(description.topic_id) if description.topic_id is not None else ""
+    return None if text in ("", _NO_TOPIC_ID) else text
+
+
+def topic_config(admin: AdminClient, topic: str, name: str, timeout: float = 10.0) -> str | None:
+    """The value of the topic setting ``name`` (its own or the brokers' default)."""
+    resource = ConfigResource("TOPIC", topic)
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(
+            f"cannot read the settings of topic {topic!r}: {exc.args[0].str()}"
+        ) from None
+    entry = entries.get(name)
+    return None if entry is None else entry.value
 
 
 def watermarks(

@@ -252,17 +252,33 @@ class TopicsView:
     def _delivered_offset(
         self, topic: str, count: int, high: int | None
     ) -> tuple[int | None, str | None]:
-        """The last pool offset delivered to ``topic`` (its messages' ``zync.offset``
-        headers, read from its tail once per high watermark), or None and why not."""
+        """The last pool offset delivered to ``topic`` — the position to-kafka commits
+        with its records (docs/design.md#exactly-once-to-kafka), else its messages'
+        ``zync.offset`` headers read from its tail (a topic a zync before committed
+        positions delivered) — once per high watermark, or None and why not."""
         key = (topic, high)
         if key in self._delivered:
             return self._delivered[key], None
         # deferred: the delivery's positions load confluent_kafka
+        from engine.deliver.committed import CommittedPositions
         from engine.deliver.positions import read_positions
 
         assert self.probe.kafka is not None
+        partitions = list(range(count))
         try:
-            found = read_positions(self.probe.kafka, topic, list(range(count)), timeout=self.probe.timeout)
+            committed = CommittedPositions(self.probe.kafka, topic)
+            try:
+                found = {
+                    p: c.position
+                    for p, c in committed.read(partitions, self.probe.timeout).items()
+                    if c is not None
+                }
+            finally:
+                committed.close()
+            if not any(found.values()):
+                found = read_positions(
+                    self.probe.kafka, topic, partitions, timeout=self.probe.timeout
+                ).positions
         except Exception as exc:  # noqa: BLE001 - shown in words
             return None, f"cannot read {topic}'s delivered position: {one_line(exc, limit=300)}"
         offsets = [p.offset for p in found.values() if p is not None]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from engine.lake.topic_types import TopicTypes
 from tests.fixtures.legacy_pools import legacy_description
 from tests.integration.test_etl_support import append_events
 from tests.integration.test_interop import raw_messages
-from tests.integration.test_to_kafka import deliver, profiles, stage, unique
+from tests.integration.test_to_kafka import deliver, profiles, read_topic, stage, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -205,7 +206,7 @@ def test_etl_outputs_are_shipped_as_staged_and_read_by_confluent(
 
     staging = lake.open_pool("Staging")
     rows = staging.dataset().to_table(
-        columns=["value", "avro"], filter=pc.field("marker").is_null()
+        columns=["key", "value", "avro"], filter=pc.field("marker").is_null()
     ).to_pylist()
     assert len(rows) == 40
     assert all(r["avro"]["value"] and r["avro"]["key"] for r in rows)
@@ -216,10 +217,23 @@ def test_etl_outputs_are_shipped_as_staged_and_read_by_confluent(
     assert status.delivered_offset == 39
     assert encoded.records == 0  # every key and value shipped as staged
     got = _decoded(broker, registry, topic, 40)
-    assert sorted(got, key=lambda kv: kv[0]["id"]) == [
+    orders = [
         ({"id": i}, {"id": i, "item": f"item {i}", "qty": i % 4, "price": i * 1.5})
         for i in range(40)
     ]
+    assert sorted(got, key=lambda kv: kv[0]["id"]) == orders
+
+    # to three partitions: the bodies ship too (read with the key's text alone), and
+    # each record goes where the CRC-32 of its staged key text sends it, as always
+    spread = unique("Spread")
+    status, _ = deliver(lake, spread, kafka, reg, staged=topic, partitions=3)
+    assert status.delivered_offset == 39
+    assert encoded.records == 0
+    placed = read_topic(kafka, spread, registry=reg, expect=40)
+    assert sorted(((r.key, r.value) for r in placed), key=lambda kv: kv[0]["id"]) == orders
+    where = {json.loads(r["key"])["id"]: zlib.crc32(r["key"].encode()) % 3 for r in rows}
+    assert {r.key["id"]: r.partition for r in placed} == where
+    assert len(set(where.values())) == 3
 
     # the registered type grows a field the rule does not write: the next outputs'
     # bodies were written with a narrower schema, so they are encoded from their text

@@ -17,7 +17,6 @@ from engine.deliver.envelopes.base import Parts
 from engine.deliver.envelopes.debezium import DebeziumEnvelope, avro_namespace
 from engine.deliver.envelopes.materialize import MaterializeEnvelope, materialize_schema
 from engine.deliver.ledger import Ledger
-from engine.deliver.ownership import ForeignTopic, Ownership
 from engine.deliver.positions import PoolIdentity, Position
 from engine.deliver.rows import Batch, Rows
 from engine.deliver.status import DeliveryStatus, StatusBoard
@@ -250,10 +249,6 @@ def test_avro_namespaces_from_topics() -> None:
 # ----------------------------------------------------------------------------- ownership
 
 
-def _owner(take_over: bool = False, staged_last: int | None = 100) -> Ownership:
-    return Ownership(IDENTITY, "T", take_over=take_over, staged_last=lambda: staged_last)
-
-
 def test_positions_name_their_pool_and_the_lower_bound() -> None:
     headers = [("zync.offset", b"7"), ("zync.step", b"2"), ("zync.time", b"9"),
                ("zync.lower", b"4"), *IDENTITY.headers().items()]
@@ -261,38 +256,6 @@ def test_positions_name_their_pool_and_the_lower_bound() -> None:
     assert position is not None
     assert (position.offset, position.step, position.time, position.lower) == (7, 2, 9, 4)
     assert (position.pool_id, position.pool_name) == ("table-1", "Staging")
-
-
-def test_our_positions_pass_and_a_foreign_tail_stops_delivery() -> None:
-    ours = Position(5, pool_id="table-1", pool_name="Staging", timestamp=1000)
-    theirs = Position(900, pool_id="table-0", pool_name="Old", timestamp=2000)
-    assert _owner().judge({0: ours, 1: None}) == {0: ours, 1: None}
-    with pytest.raises(ForeignTopic) as raised:
-        _owner().judge({0: ours, 1: theirs})
-    text = str(raised.value)
-    assert "'Old' (table id table-0)" in text
-    assert "'Staging' (table id table-1)" in text
-    assert "--take-over-topic" in text
-    assert "\n" not in text
-    owner = _owner(take_over=True)
-    assert owner.judge({0: ours, 1: theirs}) == {0: ours, 1: None}
-    assert "taking the topic over" in owner.notes[0]
-
-
-def test_a_foreign_position_older_than_ours_was_taken_over_before() -> None:
-    ours = Position(5, pool_id="table-1", pool_name="Staging", timestamp=3000)
-    theirs = Position(900, pool_id="table-0", pool_name="Old", timestamp=2000)
-    assert _owner().judge({0: ours, 1: theirs}) == {0: ours, 1: None}
-
-
-def test_positions_without_identity_are_ours_unless_beyond_what_the_pool_staged() -> None:
-    old = Position(50)
-    owner = _owner()
-    assert owner.judge({0: old}) == {0: old}
-    assert "names no staging pool" in owner.notes[0]
-    with pytest.raises(ForeignTopic, match="a zync that did not name its pool"):
-        _owner(staged_last=10).judge({0: old})
-    assert _owner(take_over=True, staged_last=None).judge({0: old}) == {0: None}
 
 
 def test_differential_transactions_hold_whole_times() -> None:

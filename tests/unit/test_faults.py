@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from engine.deliver.errors import DeliveryError, DeliveryFenced
-from engine.deliver.faults import ABORT, RENEW, Faults, StoppedWaiting
+from engine.deliver.faults import ABORT, RENEW, Faults, StoppedWaiting, Wedged
 from engine.deliver.status import DeliveryEvent, DeliveryStatus, StatusBoard
 from engine.ingest.buffer import Batch
 from engine.ingest.faults import KafkaWatch, RegistryWait
@@ -259,16 +259,51 @@ def test_positions_are_read_back_once_the_broker_answers(monkeypatch: pytest.Mon
     answers = iter([False, False, True])  # after the failed read: out, out, back
     reads: list[int] = []
 
-    def read(kafka: Any, topic: str, partitions: Any) -> dict[int, None]:
+    def read() -> dict[int, None]:
         reads.append(1)
         if len(reads) == 1:
             raise KafkaUnavailable("cannot read offsets of out[0]: timed out")
         return {0: None}
 
-    monkeypatch.setattr(module, "read_positions", read)
     monkeypatch.setattr(module, "READ_AGAIN", 0.01)
     monkeypatch.setattr(handler, "_reachable", lambda: next(answers))
-    assert handler.read_positions([0]) == {0: None}
+    assert handler.read_back(read) == {0: None}
     assert len(reads) == 2  # not while the broker was out
     assert [e.kind for e in events] == [UNREACHABLE, BACK]
     assert "(reading the positions back: no answer within 5s), waiting" in events[0].message
+
+
+def test_a_call_that_does_not_return_gives_its_producer_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """send_offsets_to_transaction may never return (librdkafka#5456, #5511): watched,
+    it is given up after WEDGED_AFTER, and what it raises or returns is passed on."""
+    import engine.deliver.faults as module
+
+    monkeypatch.setattr(module, "STEP", 0.02)
+    monkeypatch.setattr(module, "WEDGED_AFTER", 0.1)
+    handler, events = faults()
+    producer = FakeProducer(timeouts=0, answers=True)
+    forever = threading.Event()
+    with pytest.raises(Wedged):
+        handler.watch(producer, forever.wait, "committing the position")  # type: ignore[arg-type]
+    forever.set()
+    handler.watch(producer, lambda: None, "committing the position")  # type: ignore[arg-type]
+
+    def fenced() -> None:
+        raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+
+    with pytest.raises(KafkaException, match="fenced"):
+        handler.watch(producer, fenced, "committing the position")  # type: ignore[arg-type]
+    assert events == []
+
+
+def test_a_wedged_transaction_makes_the_producer_again() -> None:
+    from engine.deliver.produce import Transactions
+
+    status, events = board()
+    out = Transactions(KAFKA, "out", status)
+    renewed: list[str] = []
+    out._recover = renewed.append  # type: ignore[method-assign]
+    assert out._failed(Wedged("committing the position"), out.faults.troubles, 0) == 1
+    assert renewed == [RENEW]
+    assert events[-1].kind == "retrying"
+    assert "(committing the position); starting the producer again" in events[-1].message

@@ -75,8 +75,10 @@ TakeOverOption = Annotated[
     typer.Option(
         "--take-over-topic",
         help="Deliver even to a topic last written by another staging pool (a recreated "
-        "lake, another ETL): this pool's outputs go from its first one, after what the "
-        "topic holds. Without it, such a topic stops to-kafka with an error naming both pools.",
+        "lake, another ETL), deleted and created again since this pool delivered to it, or "
+        "whose committed position expired where its records cannot stand in: this pool's "
+        "outputs go from its first one, after what the topic holds. Without it, such a "
+        "topic stops to-kafka with one line saying which.",
     ),
 ]
 
@@ -181,7 +183,7 @@ def to_kafka(
 ) -> None:
     """Deliver staging outputs to Kafka, exactly once and in pool-offset order.
 
-    Give -t TOPIC -p POOL, or an ETL configuration whose outputs to deliver (each in its configured envelope unless --envelope is given). Creates missing topics. The position is read back from the topic on start, so a restart (even after kill -9) neither loses nor repeats a record. One to-kafka per topic at a time.
+    Give -t TOPIC -p POOL, or an ETL configuration whose outputs to deliver (each in its configured envelope unless --envelope is given). Creates missing topics. Each transaction commits the position in Kafka with its records (group zync-to-kafka-TOPIC), so a restart (even after kill -9, or after retention emptied the topic) neither loses nor repeats a record. One to-kafka per topic at a time.
     """
     from engine.api import DeliveryOutput, deliver_outputs
 

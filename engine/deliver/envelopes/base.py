@@ -116,6 +116,11 @@ class Envelope(ABC):
         """Values staged before the rows being built that the types must cover too."""
         return ()
 
+    def stamp(self, rows: Rows) -> tuple[int | None, int | None]:
+        """The staging time (and its lower bound) that delivering ``rows`` closes, which
+        the committed position keeps (time-based envelopes; others: None)."""
+        return None, None
+
     # -- shared -------------------------------------------------------------------------
 
     def codecs(self) -> tuple[PartCodec, PartCodec]:

@@ -84,7 +84,13 @@ class DifferentialEnvelope(Envelope):
         return self.latest.values()
 
     def resume(self, found: Mapping[int, Position | None]) -> None:
-        known = [pos.time or 0 for pos in found.values() if pos is not None]
+        """From the oldest time not closed on every partition: a partition whose last
+        message is its time's progress has closed that time."""
+        known = [
+            (pos.time or 0) + (pos.step == PROGRESS)
+            for pos in found.values()
+            if pos is not None
+        ]
         self.resume_time = min(known) if self.parts.ledger.complete() and known else 0
 
     def register(self, key_type: DataType | None, value_type: DataType | None) -> None:
@@ -116,6 +122,11 @@ class DifferentialEnvelope(Envelope):
             batch = self.make_batch(chunk)
             send(chunk, batch, started)
         return True
+
+    def stamp(self, rows: Rows) -> tuple[int | None, int | None]:
+        """The last time of ``rows``: a transaction holds whole times."""
+        assert rows.times is not None
+        return rows.times[-1], None
 
     def time_slices(self, rows: Rows) -> Iterator[Rows]:
         """``rows`` in transactions of whole times: as many as fit in ``batch_records``

@@ -7,10 +7,11 @@ Messages carry the position header ``zync.offset``: all of them in a transaction
 to :data:`~engine.deliver.positions.ANCHOR_EVERY` messages per partition (what
 continuous delivery makes), only the anchors in a larger one (a catch-up). A pass
 streams: the first transaction is small (:data:`~engine.deliver.read.FIRST_TRANSACTION`)
-so that producing starts while the rest is still read and encoded. A catch-up to one
-partition in Avro reads the records without their JSON texts when the ETL's bodies ship
-(docs/design.md#staged-avro), and reads the texts back only for a table whose bodies do
-not all ship.
+so that producing starts while the rest is still read and encoded. A catch-up in Avro
+reads the records without their JSON texts when the ETL's bodies ship
+(docs/design.md#staged-avro) — with the key's text alone to several partitions, since it
+picks the partition — and reads the texts back only for a table whose bodies do not all
+ship.
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class JdbcEnvelope(Envelope):
         reader = self.parts.reader
         if since < 0:
             texts = not self._may_ship()
-            tables: Iterator[pa.Table] = reader.snapshot_tables(self.next_offset, texts=texts)
+            keys = len(self.parts.ledger.partitions) > 1  # the key's text picks the partition
+            tables: Iterator[pa.Table] = reader.snapshot_tables(
+                self.next_offset, texts=texts, keys=keys
+            )
             if not texts:
                 tables = (self._texts_unless_shipped(t) for t in tables)
         else:
@@ -93,27 +97,27 @@ class JdbcEnvelope(Envelope):
             yield from self.slices(self.take_rows(table), sizes)
 
     def _may_ship(self) -> bool:
-        """Whether a catch-up may read the records without their JSON texts: Avro to one
-        partition, no shaper, both parts typed. A table whose bodies do not all ship gets
-        its texts then (:meth:`_texts_unless_shipped`)."""
+        """Whether a catch-up may read the records without their JSON texts (with the
+        key's alone, which picks the partition, to several partitions): Avro, no shaper,
+        both parts typed. A table whose bodies do not all ship gets its texts then
+        (:meth:`_texts_unless_shipped`)."""
         keys, values = self.codecs()
         return (
-            len(self.parts.ledger.partitions) == 1
-            and self.parts.shaper.sql is None
-            and keys.avro is not None
-            and values.avro is not None
+            self.parts.shaper.sql is None and keys.avro is not None and values.avro is not None
         )
 
     def _texts_unless_shipped(self, table: pa.Table) -> pa.Table:
-        """``table`` (read without ``key, value``) with its texts added, unless every key
-        and value body in it ships as it is (:meth:`PartCodec.ships`)."""
-        if "key" in table.column_names:  # a pool without the avro column
+        """``table`` (read without ``value``, and maybe ``key``) with its texts added,
+        unless every key and value body in it ships as it is (:meth:`PartCodec.ships`)."""
+        if "value" in table.column_names:  # a pool without the avro column
             return table
         avro = table.column("avro") if "avro" in table.column_names else None
         keys, values = self.codecs()
         if keys.ships(staged_bodies(avro, "key")) and values.ships(staged_bodies(avro, "value")):
             return table
         ordered = table.sort_by("offset")
+        if "key" in ordered.column_names:
+            ordered = ordered.drop_columns(["key"])
         texts = self.parts.reader.texts(ordered.column("offset").to_pylist())
         return ordered.append_column("key", texts.column("key")).append_column(
             "value", texts.column("value")
@@ -138,7 +142,7 @@ class JdbcEnvelope(Envelope):
             if skip:
                 rows = rows.slice(skip, len(rows))
             return rows, partition, None
-        partitions = ledger.partitions_of(rows.keys.to_pylist(), rows.offsets)
+        partitions = ledger.partitions_of_texts(rows.partition_keys, rows.offsets)
         if ledger.claims_none_from(rows.offsets[0]):  # past what was delivered: all go
             return rows, None, partitions
         keep = [
@@ -207,37 +211,42 @@ def _write_one_partition(batch: Batch, out: Transactions, identity: Headers) -> 
 
 def _write_partitioned(batch: Batch, out: Transactions, identity: Headers) -> None:
     """To several partitions: in each, every ANCHOR_EVERY-th message and the last carry
-    the position headers (all of them when the partition gets ANCHOR_EVERY or fewer)."""
+    the position headers (all of them when the partition gets ANCHOR_EVERY or fewer);
+    the messages between two anchors go in a tight loop."""
     produce, send = out.producer.produce, out.send
     topic = out.topic
     partitions = batch.partition_list()
     anchors, lasts = _anchors(partitions)
-    offsets = batch.offsets
-    for i, (value, key, partition) in enumerate(
-        zip(batch.values, batch.keys, partitions, strict=True)
-    ):
-        if i in anchors:
-            send(value, key, partition, anchor_headers(offsets[i], i in lasts, identity))
-            continue
-        try:
-            produce(topic, value, key, partition=partition)
-        except BufferError:
-            send(value, key, partition, None)
+    values, keys, offsets = batch.values, batch.keys, batch.offsets
+    start = 0
+    for anchor in [*anchors, len(partitions)]:
+        for value, key, partition in zip(
+            values[start:anchor], keys[start:anchor], partitions[start:anchor], strict=True
+        ):
+            try:
+                produce(topic, value, key, partition=partition)
+            except BufferError:
+                send(value, key, partition, None)
+        if anchor < len(partitions):
+            headers = anchor_headers(offsets[anchor], anchor in lasts, identity)
+            send(values[anchor], keys[anchor], partitions[anchor], headers)
+        start = anchor + 1
 
 
-def _anchors(partitions: Sequence[int]) -> tuple[set[int], set[int]]:
-    """The indexes of the messages that carry position headers, and of each partition's
-    last message (an anchor too)."""
-    by_partition: dict[int, list[int]] = {}
-    for i, partition in enumerate(partitions):
-        by_partition.setdefault(partition, []).append(i)
+def _anchors(partitions: Sequence[int]) -> tuple[list[int], set[int]]:
+    """The indexes of the messages that carry position headers, in order, and of each
+    partition's last message (an anchor too); found by Arrow, not message by message."""
+    column = pa.array(partitions, pa.int32())
     anchors: set[int] = set()
     lasts: set[int] = set()
-    for indexes in by_partition.values():
-        lasts.add(indexes[-1])
-        anchors.update(indexes if len(indexes) <= ANCHOR_EVERY else indexes[::ANCHOR_EVERY])
+    for partition in pc.unique(column).to_pylist():
+        indexes = pc.indices_nonzero(pc.equal(column, partition))
+        lasts.add(indexes[-1].as_py())
+        if len(indexes) > ANCHOR_EVERY:
+            indexes = indexes.take(pa.array(range(0, len(indexes), ANCHOR_EVERY)))
+        anchors.update(indexes.to_pylist())
     anchors |= lasts
-    return anchors, lasts
+    return sorted(anchors), lasts
 
 
 ENVELOPE = JdbcEnvelope

@@ -75,13 +75,18 @@ class MaterializeEnvelope(DifferentialEnvelope):
         self.lower_of: dict[int, int] = {}  # the lower bound of each time being written
 
     def resume(self, found: Mapping[int, Position | None]) -> None:
+        """The next statement's lower bound: that of the time resumed at (its messages
+        say it), or, past a time closed everywhere, the upper bound of that time's."""
         super().resume(found)
         lowers = [
             p.lower
             for p in found.values()
             if p is not None and p.time == self.resume_time and p.lower is not None
         ]
-        self.lower = lowers[0] if self.resume_time and lowers else 0
+        if lowers:
+            self.lower = lowers[0]
+        else:
+            self.lower = self.resume_time  # 0, or the time after one closed everywhere
 
     def register(self, key_type: DataType | None, value_type: DataType | None) -> None:
         key_codec, _ = self.codecs()
@@ -201,6 +206,12 @@ class MaterializeEnvelope(DifferentialEnvelope):
             + b"\x00"
             + counts
         )
+
+    def stamp(self, rows: Rows) -> tuple[int | None, int | None]:
+        """The last time of ``rows`` and the lower bound of its progress statement."""
+        moment, _ = super().stamp(rows)
+        assert moment is not None
+        return moment, self.lower_of[moment]
 
     def time_headers(self, moment: int) -> Headers:
         return {**self.identity, HEADER_LOWER: b"%d" % self.lower_of[moment]}
