@@ -86,18 +86,22 @@ class PassResult:
             return f"{self.etl}: {NOTHING_NEW}{tail} (staging version {self.staging_version}){mode}"
         lines = [f"{self.etl}: one pass in {self.seconds:.2f}s{mode}"]
         topics = sorted(set(self.consumed) | set(self.pending))
+        ins = []
         for topic in topics:
             bits = [f"{self.processed.get(topic, 0)} processed"]
             if self.expired.get(topic):
                 bits.append(f"{self.expired[topic]} expired")
             if self.pending.get(topic):
                 bits.append(f"{self.pending[topic]} pending")
-            lines.append(f"  in  {topic}: " + ", ".join(bits))
+            ins.append(f"  in  {topic}: " + ", ".join(bits))
+        lines += _shown(ins, "input topic")
+        outs = []
         for topic, count in sorted(self.outputs.items()):
             first, last = self.offsets.get(topic, (0, 0))
-            lines.append(f"  out {topic}: {count} record(s), offsets {first}..{last}")
-        for (topic, partition), cursor in sorted(self.moved.items()):
-            lines.append(f"  cursor {topic}/{partition} → {cursor}")
+            outs.append(f"  out {topic}: {count} record(s), offsets {first}..{last}")
+        lines += _shown(outs, "output topic")
+        moved = [f"  cursor {t}/{p} → {c}" for (t, p), c in sorted(self.moved.items())]
+        lines += _shown(moved, "cursor")
         if self.committed:
             lines.append(f"  staging version {self.read_version} → {self.staging_version}")
         else:
@@ -107,12 +111,15 @@ class PassResult:
         return "\n".join(lines)
 
     def _line(self) -> str:
-        outs = ", ".join(
-            f"{topic} +{n} (offsets {self.offsets[topic][0]}..{self.offsets[topic][1]})"
-            if topic in self.offsets
-            else f"{topic} +{n}"
-            for topic, n in sorted(self.outputs.items())
-        )
+        if len(self.outputs) > LINE_TOPICS:  # a connector's hundreds of tables
+            outs = f"{sum(self.outputs.values())} record(s) to {len(self.outputs)} topics"
+        else:
+            outs = ", ".join(
+                f"{topic} +{n} (offsets {self.offsets[topic][0]}..{self.offsets[topic][1]})"
+                if topic in self.offsets
+                else f"{topic} +{n}"
+                for topic, n in sorted(self.outputs.items())
+            )
         consumed = sum(self.consumed.values())
         pending = sum(self.pending.values())
         bits = [f"{consumed} consumed"]
@@ -150,6 +157,7 @@ class PassResult:
             "read_from": self.read_from,
             "phases": {k: round(v, 4) for k, v in self.timings.seconds.items()},
             "spark_jobs": self.timings.spark_jobs,
+            "evaluated_by": self.timings.evaluated_by,
         }
         if self.rows is not None:
             data["rows"] = [
@@ -157,6 +165,21 @@ class PassResult:
                 for row in self.rows.to_pylist()
             ]
         return data
+
+
+#: Output topics a pass's one-line summary names; more are counted.
+LINE_TOPICS = 5
+#: Lines per kind (input topics, output topics, cursors) a pass's summary shows.
+SUMMARY_LINES = 20
+
+
+def _shown(lines: list[str], what: str) -> list[str]:
+    """``lines``, the first :data:`SUMMARY_LINES` of them and a count of the others
+    (``--json`` has them all)."""
+    if len(lines) <= SUMMARY_LINES:
+        return lines
+    rest = len(lines) - SUMMARY_LINES
+    return [*lines[:SUMMARY_LINES], f"  … and {rest} more {what}(s) (--json lists them all)"]
 
 
 def counts_line(
