@@ -173,15 +173,18 @@ class EtlPools:
             signatures[index] = "\n\n".join(recorded.get(t, "") for t in sorted(topics))
         return signatures
 
-    def record_output_types(self, checked: Checked) -> None:
-        """Record the outputs' key and value types in the staging pool (once per change)."""
+    def record_output_types(self, checked: Checked) -> bool:
+        """Record the outputs' key and value types in the staging pool (once per change);
+        True when that made a commit (the staging pool is then at a newer version)."""
         found = checked.output_types(self.config)
         wanted = {
             topic: PoolTypes(key=k.json() if k else None, value=v.json() if v else None)
             for topic, (k, v) in found.items()
         }
         signature = repr(sorted((t, w.key, w.value) for t, w in wanted.items()))
-        if wanted and signature != self._recorded:
-            self.staging.record_types(wanted)
-            self._recorded = signature
+        if not wanted or signature == self._recorded:
+            return False
+        changed = self.staging.record_types(wanted)
+        self._recorded = signature
+        return changed
 

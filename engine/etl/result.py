@@ -131,7 +131,8 @@ class PassResult:
         if expired:
             bits.append(f"{expired} expired")
         version = f"staging v{self.staging_version}" if self.committed else "nothing committed"
-        return f"pass: {', '.join(bits)}; {version} ({self.seconds:.2f}s)"
+        how = "" if self.timings.row_refusal is None else f", by Spark: {self.timings.row_refusal}"
+        return f"pass: {', '.join(bits)}; {version} ({self.seconds:.2f}s{how})"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {

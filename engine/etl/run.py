@@ -153,12 +153,6 @@ class EtlRunner:
         anything is written when the configuration is wrong."""
         with self._lock, spark_jobs(self.pools, self._timings_for_pass()) as timings:
             started = time.monotonic()
-            with timings.phase("refresh"):
-                self.pools.refresh()
-            with timings.phase("check"):
-                checked = self.check()
-                if not dry_run:
-                    self.pools.record_output_types(checked)
             for attempt in range(1, self.max_attempts + 1):
                 with timings.phase("refresh"):
                     self.pools.refresh()
@@ -173,6 +167,13 @@ class EtlRunner:
                     result.pending_rules = dict(self._idle_pending_rules)
                     result.seconds = time.monotonic() - started
                     return result
+                # checked against the types of the snapshots the pass reads (a raw pool
+                # refreshed after the check could bring a topic's first types, whose
+                # records the rules would then take unchecked)
+                with timings.phase("check"):
+                    checked = self.check()
+                    if not dry_run and self.pools.record_output_types(checked):
+                        positions = self.pools.positions()  # staging moved: plan on it
                 plan = self._plan(positions, checked)
                 try:
                     result = self._result(plan, dry_run, attempt)

@@ -8,15 +8,19 @@ from __future__ import annotations
 import pytest
 
 import engine.etl.evaluate
+import engine.etl.evaluate_rows
 from engine.lake.pools import Lake
 from tests.integration import test_etl_concurrency, test_etl_invoices
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow(seconds=150), pytest.mark.s3]
 
 
-@pytest.mark.parametrize("writer", ["driver", "executors"])
+@pytest.mark.parametrize("writer", ["rows", "executors"])
 def test_invoice_scenario_on_s3(spark, s3_url: str, moto, writer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small warm passes evaluated row by row (written by the driver through delta-rs),
+    and every pass by Spark with its outputs written by the executors through s3a."""
     if writer == "executors":
+        monkeypatch.setattr(engine.etl.evaluate_rows, "ROWWISE_ROWS", 0)
         monkeypatch.setattr(engine.etl.evaluate, "DRIVER_OUTPUT_ROWS", -1)
     lake = Lake(s3_url)
     test_etl_invoices.test_invoice_scenario_batch_by_batch(spark, lake, writer)
