@@ -174,7 +174,7 @@ class Ingest:
             )
             registry = RegistryWait(shared, stop, preparer.prepare)
             writer = Writer(shared, positions, self.kafka, gc, on_commit)
-            stages = Stages(shared, registry.prepare, writer.write)
+            stages = Stages(shared, registry.prepare, writer.write, warm=preparer.warm)
             watch = KafkaWatch(self.kafka, shared, self.inputs[0].topic)
             consume = ConsumeLoop(self.options, shared, positions, stages, gc, self._route, watch)
             assignment = Assignment(
