@@ -1,5 +1,5 @@
 """Benchmark: `zync from-kafka` against Spark Structured Streaming, a batch-decode ceiling
-and the physical floors of this machine.
+and the physical floors of this machine; and plain JSON records against Avro.
 
     .venv/bin/python bench/peers.py [--records 1000000] [--partitions 3] [--runs 3]
 
@@ -7,15 +7,18 @@ and the physical floors of this machine.
    directory; both stopped by PID at the end).
 2. Produces N Debezium-like change events (Avro in the Confluent wire format, schemas
    registered; bench/avro_records.py, ~185-byte values, Avro keys) to a 1-partition topic
-   and, when ``--partitions`` > 1, to a P-partition topic.
-3. Per topic, ``--runs`` times (the order of the two alternates from run to run), each
-   timed from the start of its process until its Delta table holds the N records (its
-   Delta log's live files add up to N rows; both tables polled alike every 20 ms):
+   and, when ``--partitions`` > 1, to a P-partition topic; and **the same records as plain
+   JSON** (each key and value the JSON text zync stores for its Avro record, ~560-byte
+   values) to a 1-partition topic.
+3. Per topic, ``--runs`` times (the order alternates from run to run), each timed from
+   the start of its process until its Delta table holds the N records (its Delta log's
+   live files add up to N rows; every table polled alike every 20 ms):
 
    a. **zync**: ``zync from-kafka -t TOPIC -p POOL --lake LAKE --create-pool
       --exit-after 2s --quiet``, the CLI as a user runs it (the idle exit only ends the
       process after the measurement);
-   b. **Spark SS**: bench/peers_spark.py ``ingest``, a Structured Streaming query
+   b. **zync, JSON** (1-partition round only): the same command on the JSON topic;
+   c. **Spark SS**: bench/peers_spark.py ``ingest``, a Structured Streaming query
       (Kafka source, ``from_avro`` of key and value after the 5-byte header with the
       registered schemas, Delta sink with a checkpoint, ``trigger(availableNow=True)``)
       in its own process; its session comes from ``engine.spark.get_spark``, so the jars
@@ -23,16 +26,19 @@ and the physical floors of this machine.
 
    After each run both tables must hold the same records: the same set of
    (partition, offset), and per record the same decoded key and value (compared as
-   canonical JSON: zync's JSON text parsed, Spark's structs with decimals as text).
+   canonical JSON: zync's JSON text parsed, Spark's structs with decimals as text); and
+   the JSON pool the very JSON texts of the Avro pool, offset by offset.
 4. On the 1-partition topic, ``--runs`` times each: the **producer alone** (the same
    records to a fresh topic), **librdkafka consume alone** (no decode), the **ceiling**:
    consume + one ``polars.read_avro`` per batch (a batch's key bodies, and its value
    bodies, joined into one Avro container each; no lake; checked: N keys and values, the
    keys' IDs add up), and a **warm Spark job** over a cached frame of the N decoded rows
-   (bench/peers_spark.py ``floor``).
+   (bench/peers_spark.py ``floor``). The ceiling is measured between the ingests of
+   each round, so from-kafka / ceiling compares runs under the same load.
 
-Every figure is the median of the runs. Prints one line per figure, then from-kafka /
-ceiling (bar >= 0.6) and, last, zync / Spark SS per topic (bar >= 2.0).
+Every figure is the median of the runs, and every ratio the median of each round's
+ratio. Prints one line per figure with the load average, then from-kafka / ceiling (bar
+>= 0.7), JSON / Avro (bar >= 0.7) and, last, zync / Spark SS per topic (bar >= 2.0).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ SPARK_PROGRAM = ROOT / "bench" / "peers_spark.py"
 TIMEOUT = 1800.0
 POLL = 0.02
 BATCH = 100_000  # records per ceiling batch: from-kafka's default commit size
+JSON_TOPIC = "bench.peers.json.p1"
 
 
 @dataclass
@@ -174,6 +181,21 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 # ---------------------------------------------------------------- the two ingests
+
+
+def json_records(keys: list[bytes], values: list[bytes], registry: str) -> tuple[list[bytes], list[bytes]]:
+    """The Avro keys and values as plain JSON: each the JSON text zync stores for it."""
+    from engine.kafka.codecs.decoder import RecordDecoder
+    from engine.kafka.codecs.formats import Format
+    from engine.kafka.registry_client import RegistrySchemas
+    from engine.settings.registry import RegistryProfile
+
+    decoder = RecordDecoder(Format.AVRO, RegistrySchemas(RegistryProfile(url=registry)))
+
+    def text(data: bytes) -> bytes:
+        return (decoder.decode_json(data) or "").encode()
+
+    return [text(k) for k in keys], [text(v) for v in values]
 
 
 def run_zync(stack: Stack, topic: str, n: int, label: str) -> tuple[float, Path]:
@@ -408,30 +430,116 @@ def _repeat(runs: int, measure: Callable[[int], float]) -> float:
     return _median([measure(k) for k in range(runs)])
 
 
-def compare(stack: Stack, topic: str, partitions: int, n: int, runs: int) -> tuple[float, float, Path]:
-    """zync and Spark SS on ``topic``, ``runs`` times: their median seconds, and one
-    table Spark wrote."""
-    zync_s, spark_s = [], []
-    table = None
+@dataclass
+class Rounds:
+    """Each round's seconds per leg, the load average when each leg started, and one
+    table Spark wrote (None without Spark)."""
+
+    seconds: list[dict[str, float]]
+    loads: list[dict[str, float]]
+    spark_table: Path | None = None
+
+    def median(self, leg: str) -> float:
+        return _median([r[leg] for r in self.seconds])
+
+    def ratio(self, faster: str, slower: str) -> float:
+        """The median over the rounds of ``faster``'s rate / ``slower``'s: same-run ratios."""
+        return _median([r[slower] / r[faster] for r in self.seconds])
+
+    def load_range(self) -> str:
+        values = [x for r in self.loads for x in r.values()]
+        return f"{min(values):.1f}–{max(values):.1f}"
+
+
+def compare(
+    stack: Stack,
+    topic: str,
+    partitions: int,
+    n: int,
+    runs: int,
+    *,
+    json_topic: str | None = None,
+    with_ceiling: bool = False,
+    with_spark: bool = True,
+) -> Rounds:
+    """zync (and Spark SS, the JSON topic's zync, the ceiling) on ``topic``, ``runs``
+    rounds, the order of the legs reversed every other round; checks each round's tables
+    hold the same records."""
+    out = Rounds([], [])
     for k in range(runs):
         label = f"p{partitions}-r{k + 1}"
-        if k % 2 == 0:
-            z, pool = run_zync(stack, topic, n, label)
-            s, table, inside = run_spark(stack, topic, n, label)
-        else:
-            s, table, inside = run_spark(stack, topic, n, label)
-            z, pool = run_zync(stack, topic, n, label)
-        same_records(pool, table, n)
-        zync_s.append(z)
-        spark_s.append(s)
+        pools: dict[str, Path] = {}
+        inside: dict[str, float] = {}
+
+        def zync_leg(leg: str, on: str, label: str = label, pools: dict[str, Path] = pools) -> float:
+            seconds, pools[leg] = run_zync(stack, on, n, f"{label}-{leg}")
+            return seconds
+
+        def spark_leg(label: str = label, inside: dict[str, float] = inside) -> float:
+            seconds, out.spark_table, report = run_spark(stack, topic, n, label)
+            inside.update(report)
+            return seconds
+
+        legs: dict[str, Callable[[], float]] = {}
+        if with_ceiling:
+            legs["ceiling"] = lambda: ceiling(stack, topic, n)
+        legs["zync"] = lambda: zync_leg("zync", topic)
+        if json_topic is not None:
+            legs["json"] = lambda: zync_leg("json", json_topic)
+        if with_spark:
+            legs["spark"] = spark_leg
+        order = list(legs) if k % 2 == 0 else list(reversed(legs))
+        seconds: dict[str, float] = {}
+        loads: dict[str, float] = {}
+        for leg in order:
+            loads[leg] = os.getloadavg()[0]
+            seconds[leg] = legs[leg]()
+        out.seconds.append(seconds)
+        out.loads.append(loads)
+        checked = []
+        if with_spark:
+            assert out.spark_table is not None
+            same_records(pools["zync"], out.spark_table, n)
+            checked.append("zync and Spark SS: the same (partition, offset, decoded key and value)")
+        if json_topic is not None:
+            same_texts(pools["zync"], pools["json"], n)
+            checked.append("JSON and Avro pools: the same JSON texts")
+        figures = ", ".join(
+            f"{_LEG_NAMES[leg]} {seconds[leg]:.2f}s (load {loads[leg]:.1f})" for leg in order
+        )
+        spark = (
+            f" (Spark session {inside['session_s']:.1f}s, query {inside['query_s']:.1f}s)"
+            if inside else ""
+        )
+        ratios = []
+        if with_ceiling:
+            ratios.append(f"from-kafka / ceiling {seconds['ceiling'] / seconds['zync']:.2f}")
+        if json_topic is not None:
+            ratios.append(f"JSON / Avro {seconds['zync'] / seconds['json']:.2f}")
         print(
-            f"  run {k + 1}/{runs}, {partitions} partition(s): zync {z:.2f}s, Spark SS {s:.2f}s "
-            f"(session {inside['session_s']:.1f}s, query {inside['query_s']:.1f}s); "
-            f"same {n:,} records (partition, offset, decoded key and value)",
+            f"  run {k + 1}/{runs}, {partitions} partition(s): {figures}{spark}"
+            + (f"; {', '.join(ratios)}" if ratios else "")
+            + (f"; {'; '.join(checked)}" if checked else ""),
             flush=True,
         )
-    assert table is not None
-    return _median(zync_s), _median(spark_s), table
+    return out
+
+
+_LEG_NAMES = {"ceiling": "ceiling", "zync": "zync", "json": "zync JSON", "spark": "Spark SS"}
+
+
+def same_texts(avro_pool: Path, json_pool: Path, n: int) -> None:
+    """Raise SystemExit unless both pools hold the same n JSON keys and values by offset."""
+    from deltalake import DeltaTable
+
+    def texts(pool: Path) -> Any:
+        table = DeltaTable(str(pool)).to_pyarrow_table(columns=["kafka", "key", "value"])
+        offsets = table.column("kafka").combine_chunks().field("offset")
+        return table.append_column("offset", offsets).sort_by("offset").select(["offset", "key", "value"])
+
+    avro, plain = texts(avro_pool), texts(json_pool)
+    if avro.num_rows != n or not avro.equals(plain):
+        raise SystemExit(f"the JSON pool {json_pool.name} does not hold the Avro pool's texts")
 
 
 def main() -> None:
@@ -442,6 +550,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-spark", action="store_true",
+                        help="leave out Spark SS and the warm Spark job (the from-kafka figures only)")
     args = parser.parse_args()
     n, runs = args.records, args.runs
     # librdkafka's transient warnings (a coordinator still loading) would clutter the figures
@@ -476,6 +586,12 @@ def main() -> None:
             )
             for partitions, topic in topics.items():
                 produce(stack.profile, topic, n, *records[topic], partitions=partitions)
+            produce(stack.profile, JSON_TOPIC, n, *json_records(*records[topics[1]], stack.registry))
+            json_keys, json_values = json_records(keys[:1], values[:1], stack.registry)
+            print(
+                f"the same records as plain JSON (values ~{len(json_values[0])} B), 1 partition",
+                flush=True,
+            )
 
             produced = _repeat(
                 runs,
@@ -485,32 +601,51 @@ def main() -> None:
             print(f"producer alone (1 partition): {_rate(n, produced)}", flush=True)
             consumed = _repeat(runs, lambda k: consume_floor(stack, topics[1], n))
             print(f"librdkafka consume alone, no decode (1 partition): {_rate(n, consumed)}", flush=True)
-            top = _repeat(runs, lambda k: ceiling(stack, topics[1], n))
-            print(
-                f"ceiling: consume + polars batch decode of keys and values, no lake "
-                f"(1 partition): {_rate(n, top)}",
-                flush=True,
-            )
 
-            results = {}
+            results: dict[int, Rounds] = {}
             for partitions, topic in topics.items():
-                results[partitions] = compare(stack, topic, partitions, n, runs)
-                z, s, _ = results[partitions]
-                print(f"zync from-kafka ({partitions} partition(s), from process start): {_rate(n, z)}", flush=True)
-                print(f"Spark SS ({partitions} partition(s), from process start): {_rate(n, s)}", flush=True)
+                one = partitions == 1
+                results[partitions] = compare(
+                    stack, topic, partitions, n, runs, json_topic=JSON_TOPIC if one else None,
+                    with_ceiling=one, with_spark=not args.no_spark,
+                )  # fmt: skip
+                rounds = results[partitions]
+                where = f"{partitions} partition(s), from process start; load {rounds.load_range()}"
+                if one:
+                    print(
+                        f"ceiling: consume + polars batch decode of keys and values, no lake "
+                        f"(1 partition): {_rate(n, rounds.median('ceiling'))}",
+                        flush=True,
+                    )
+                print(f"zync from-kafka ({where}): {_rate(n, rounds.median('zync'))}", flush=True)
+                if one:
+                    print(f"zync from-kafka, JSON ({where}): {_rate(n, rounds.median('json'))}", flush=True)
+                if not args.no_spark:
+                    print(f"Spark SS ({where}): {_rate(n, rounds.median('spark'))}", flush=True)
 
-            warm = spark_floor(stack, results[1][2], n, runs)
-            print(
-                f"warm Spark job over a cached frame of {n:,} rows (sum of one column): "
-                f"{warm:.3f}s ({n / warm:,.0f} rows/s)",
-                flush=True,
-            )
+            if not args.no_spark:
+                assert results[1].spark_table is not None
+                warm = spark_floor(stack, results[1].spark_table, n, runs)
+                print(
+                    f"warm Spark job over a cached frame of {n:,} rows (sum of one column): "
+                    f"{warm:.3f}s ({n / warm:,.0f} rows/s)",
+                    flush=True,
+                )
             print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
-            print(f"from-kafka / ceiling (1 partition): {top / results[1][0]:.2f} (bar >= 0.6)")
-            ratios = ", ".join(
-                f"{p} partition(s) {s / z:.2f}" for p, (z, s, _) in results.items()
+            one = results[1]
+            print(
+                f"from-kafka / ceiling (1 partition, median of the rounds' ratios): "
+                f"{one.ratio('zync', 'ceiling'):.2f} (bar >= 0.7)"
             )
-            print(f"zync / Spark SS: {ratios} (bar >= 2.0)")
+            print(
+                f"from-kafka JSON / Avro (the same records, median of the rounds' ratios): "
+                f"{one.ratio('json', 'zync'):.2f} (bar >= 0.7)"
+            )
+            if not args.no_spark:
+                ratios = ", ".join(
+                    f"{p} partition(s) {r.ratio('zync', 'spark'):.2f}" for p, r in results.items()
+                )
+                print(f"zync / Spark SS: {ratios} (bar >= 2.0)")
         finally:
             processes.stop_process(registry_proc)
             processes.stop_process(broker_proc)

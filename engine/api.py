@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from engine.gotools.tools import install as install_go_tool
     from engine.gotools.tools import installed as go_tool
     from engine.gotools.tools import require as require_go_tool
+    from engine.ingest.allocators import keep_freed_pages
     from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestInput, IngestOptions, load_inputs
     from engine.ingest.stats import CommitInfo, IngestStats
@@ -285,6 +286,7 @@ __all__ = [
     "IngestInput",
     "IngestOptions",
     "IngestStats",
+    "keep_freed_pages",
     "load_inputs",
     # ETL: one pass, what it did, what waits and what expired
     "EtlConfig",

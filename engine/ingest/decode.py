@@ -6,8 +6,12 @@ type (cached per Avro schema id or Connect schema)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
 
 from engine.kafka.codecs import connect_json
 from engine.kafka.codecs import plain_json as json_format
@@ -34,6 +38,22 @@ JSON_TYPE_SAMPLES = 256
 
 #: Per record of a batch: its JSON text, None (a tombstone) or why it cannot be decoded.
 Texts = list[str | None | DecodeError]
+
+
+@dataclass
+class Decoded:
+    """A batch's keys or values decoded: the JSON texts (an Arrow string array, NULL for
+    tombstones and for the records in ``errors``) and, by index, why a record could not
+    be decoded."""
+
+    texts: pa.Array
+    errors: dict[int, DecodeError] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, texts: Texts) -> Decoded:
+        errors = {i: t for i, t in enumerate(texts) if isinstance(t, DecodeError)}
+        good = [None if isinstance(t, DecodeError) else t for t in texts] if errors else texts
+        return cls(pa.array(good, pa.string()), errors)
 
 
 class RegistryLookup:
@@ -72,6 +92,13 @@ class PartDecoder:
         self._decoder: RecordDecoder | None = None
         self._types: dict[int | bytes, DataType] = {}  # schema id / connect schema text
 
+    def warm(self) -> None:
+        """Before the first batch: the Schema Registry client (its import is heavy), when
+        this part may be Avro. Best effort: decoding reports a registry it cannot reach."""
+        if self.format in (None, Format.AVRO):
+            with contextlib.suppress(Exception):
+                self._lookup()
+
     def decoder(self, datas: Sequence[bytes | None]) -> RecordDecoder:
         if self.format is None:
             self.format = sniff_batch(datas)
@@ -82,45 +109,38 @@ class PartDecoder:
             self._decoder = RecordDecoder(self.format, lookup)
         return self._decoder
 
-    def decode(self, datas: Sequence[bytes | None]) -> tuple[Texts, DataType | None]:
-        """Per record: JSON text, None (null) or a DecodeError; and the batch's Spark type."""
+    def decode(self, datas: Sequence[bytes | None]) -> tuple[Decoded, DataType | None]:
+        """The records' JSON texts and decode errors, and the batch's Spark type."""
         decoder = self.decoder(datas)
         fmt = decoder.format
         if fmt is Format.AVRO:
-            texts = None
-            try:  # the 5-byte Confluent headers (magic byte, schema id) of the batch
-                headers = {d[:5] for d in datas}  # type: ignore[index]
-                texts = self._avro_one_schema(decoder, datas, headers)
-            except TypeError:  # tombstones in the batch
-                headers = {d[:5] for d in datas if d is not None}
-            if texts is None:
-                texts = decoder.decode_batch_json(datas)
-            return texts, self._avro_type(decoder, headers)
+            texts = self._avro_one_schema(decoder, datas)
+            if texts is not None:  # one header: the first record's
+                return Decoded(texts), self._avro_type(decoder, {datas[0][:5]})  # type: ignore[index]
+            headers = {d[:5] for d in datas if d is not None}
+            decoded = Decoded.of(decoder.decode_batch_json(datas))
+            return decoded, self._avro_type(decoder, headers)
         if fmt is Format.CONNECT_JSON:
-            texts = decoder.decode_batch_json(datas)
-            return texts, self._connect_type(datas, texts)
+            decoded = Decoded.of(decoder.decode_batch_json(datas))
+            return decoded, self._connect_type(datas, decoded.errors)
         return self._json(datas)
 
     @staticmethod
-    def _avro_one_schema(
-        decoder: RecordDecoder, datas: Sequence[bytes | None], headers: set[bytes]
-    ) -> Texts | None:
+    def _avro_one_schema(decoder: RecordDecoder, datas: Sequence[bytes | None]) -> pa.Array | None:
         """The common case, fast: every record written with one schema and no tombstone
-        (one vectorised batch, none of the per-record splitting). None: not the case."""
-        if len(headers) != 1:
-            return None
-        header = next(iter(headers))
-        if len(header) != 5 or header[0] != 0:
+        (one polars read of the whole messages, the texts as one Arrow array). None: not
+        the case, or a bad record among them."""
+        first = datas[0] if datas else None
+        if first is None or len(first) < 5 or first[0] != 0:
             return None
         try:
-            schema = decoder.avro_schema(int.from_bytes(header[1:5], "big"))
+            schema = decoder.avro_schema(int.from_bytes(first[1:5], "big"))
         except DecodeError:
             return None  # the general path makes the dead letters
-        batch = schema.decode_batch_to_json([d[5:] for d in datas])  # type: ignore[index]
-        texts: Texts = list(batch.texts)
-        for j, error in batch.errors:
-            texts[j] = error
-        return texts
+        try:
+            return schema.decode_wire_batch(datas, first[:5])  # type: ignore[arg-type]
+        except TypeError:  # a tombstone in the batch
+            return None
 
     def _avro_type(self, decoder: RecordDecoder, headers: set[bytes]) -> DataType | None:
         merged = None
@@ -136,11 +156,13 @@ class PartDecoder:
             merged = spark_type if merged is None else merge_spark_types(merged, spark_type)
         return merged
 
-    def _connect_type(self, datas: Sequence[bytes | None], texts: Texts) -> DataType | None:
+    def _connect_type(
+        self, datas: Sequence[bytes | None], errors: Mapping[int, DecodeError]
+    ) -> DataType | None:
         merged = None
         seen: set[bytes] = set()
-        for data, text in zip(datas, texts, strict=True):
-            if data is None or isinstance(text, DecodeError):
+        for i, data in enumerate(datas):
+            if data is None or i in errors:
                 continue
             # JsonConverter writes the schema first: the bytes before "payload" name it
             cut = data.rfind(b'"payload"')
@@ -155,35 +177,17 @@ class PartDecoder:
             merged = spark_type if merged is None else merge_spark_types(merged, spark_type)
         return merged
 
-    def _json(self, datas: Sequence[bytes | None]) -> tuple[Texts, DataType | None]:
-        out: Texts = [None] * len(datas)
-        samples: list[Any] = []  # decoded JSON values
+    def _json(self, datas: Sequence[bytes | None]) -> tuple[Decoded, DataType | None]:
         step = max(1, len(datas) // JSON_TYPE_SAMPLES)
-        for i, data in enumerate(datas):
-            if data is None:
-                continue
-            try:
-                value = json_format.decode(data)
-            except DecodeError as exc:
-                if self.part == "key":
-                    try:  # a plain-text key: keep it as a JSON string
-                        value = bytes(data).decode("utf-8")
-                    except UnicodeDecodeError:
-                        out[i] = exc
-                        continue
-                else:
-                    out[i] = exc
-                    continue
-            out[i] = json_format.dumps(value)
-            if i % step == 0 and len(samples) < JSON_TYPE_SAMPLES:
-                samples.append(value)
+        batch = json_format.decode_batch(datas, step, text_keys=self.part == "key")
+        samples = batch.samples[:JSON_TYPE_SAMPLES]
         if not samples:
-            return out, None
+            return Decoded(batch.texts, batch.errors), None
         # a path null in every sample is typed by the batch's other values, else stays
         # NullType: a later batch's values type it (docs/design.md#pools-and-the-envelope)
         inferred = json_value_to_spark(samples, unknown="null")
         if step > 1 and has_null_fields(inferred):  # rare: read the batch's texts again
             inferred = fill_null_fields(
-                inferred, (json_format.decode(t.encode()) for t in out if isinstance(t, str))
+                inferred, (json_format.decode(t.encode()) for t in batch.texts.to_pylist() if t is not None)
             )
-        return out, inferred
+        return Decoded(batch.texts, batch.errors), inferred

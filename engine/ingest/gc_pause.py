@@ -1,7 +1,9 @@
 """Python's garbage collector paused while from-kafka runs: batches are millions of
 short-lived objects and no cycles, so automatic collections cost more than they find
 (docs/design.md#readers-and-writers, measured). Collected between commits instead (the
-young generations after each, everything once a minute), so a long run stays bounded."""
+young generations after a commit at most every few seconds — each collection walks every
+message still buffered, ~100 k objects —, everything once a minute), so a long run stays
+bounded."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import time
 
 #: With the garbage collector paused, a full collection at most this often (seconds).
 FULL_GC_EVERY = 60.0
+#: ... and one of the young generations, after a commit, at most this often (seconds).
+YOUNG_GC_EVERY = 5.0
 
 
 class GcPause:
@@ -20,12 +24,13 @@ class GcPause:
         self.wanted = wanted and gc.isenabled()
         self.paused = False
         self._full_at = 0.0
+        self._young_at = 0.0
 
     def pause(self) -> None:
         if self.wanted:
             gc.disable()
             self.paused = True
-            self._full_at = time.monotonic()
+            self._full_at = self._young_at = time.monotonic()
 
     def resume(self) -> None:
         if self.wanted:
@@ -34,7 +39,7 @@ class GcPause:
 
     def after_commit(self) -> None:
         """From the writer thread, after each commit."""
-        if self.paused:
+        if self.paused and time.monotonic() - self._young_at >= YOUNG_GC_EVERY:
             self._collect()
 
     def when_idle(self) -> None:
@@ -49,3 +54,4 @@ class GcPause:
             self._full_at = now
         else:
             gc.collect(1)
+        self._young_at = now

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from engine.heartbeat import Heartbeat
+from engine.ingest.allocators import keep_freed_pages
 from engine.ingest.assignment import Assignment
 from engine.ingest.consume import ConsumeLoop
 from engine.ingest.decode import PartDecoder, RegistryLookup
@@ -149,6 +150,7 @@ class Ingest:
         hears the notes the loop makes, with their kind (``unreachable`` and ``back``
         begin and end an outage, ``note`` is the rest), from any of its threads.
         """
+        keep_freed_pages()  # polars is imported later, for the first batch
         stop = stop or threading.Event()
         shared = self._shared
         shared.begin()
@@ -174,7 +176,7 @@ class Ingest:
             )
             registry = RegistryWait(shared, stop, preparer.prepare)
             writer = Writer(shared, positions, self.kafka, gc, on_commit)
-            stages = Stages(shared, registry.prepare, writer.write)
+            stages = Stages(shared, registry.prepare, writer.write, warm=preparer.warm)
             watch = KafkaWatch(self.kafka, shared, self.inputs[0].topic)
             consume = ConsumeLoop(self.options, shared, positions, stages, gc, self._route, watch)
             assignment = Assignment(

@@ -5,6 +5,8 @@ partition the commit records (:class:`Prepared`)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,8 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.ingest.dead_letters import DECODE_STAGE, Bad, refuse, with_dead_letters
-from engine.ingest.decode import Texts
-from engine.kafka.codecs.errors import DecodeError
 from engine.lake.envelope import KAFKA_TYPE, ROW_SCHEMA, record_rows
 from engine.lake.shaper import STAGE
 from engine.lake.topic_types import TopicTypes
@@ -67,6 +67,17 @@ class Preparer:
         self._spark = spark
         self._prefetch = prefetch
 
+    def warm(self) -> None:
+        """What the first batch would otherwise wait for, made beforehand: the batch
+        decoders' modules (polars, ~0.25 s to import; pyspark's types) and each part's
+        Schema Registry client (:meth:`PartDecoder.warm`). Best effort: decoding reports
+        anything that fails."""
+        for module in ("polars", "pyspark.sql.types"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
+        for decoder in self._decoders.values():
+            decoder.warm()
+
     def prepare(self, batch: Batch) -> Prepared:
         started = time.monotonic()
         batch_pool = batch.pool
@@ -101,35 +112,32 @@ class Preparer:
             # a batch of many topics: their writer schemas fetched at once, not one
             # request after the other as each topic's turn comes
             self._prefetch(_schema_ids(by_topic, keys, values))
-        key_text: Texts = [None] * n
-        value_text: Texts = [None] * n
+        key_parts: list[pa.Array] = []
+        value_parts: list[pa.Array] = []
         bad: Bad = {}  # row -> (stage, error)
         wanted: dict[str, TopicTypes] = {}
         for topic, rows in by_topic.items():
             whole = len(rows) == n
             tkeys = keys if whole else [keys[i] for i in rows]
             tvalues = values if whole else [values[i] for i in rows]
-            ktexts, ktype = self._decoders[(topic, "key")].decode(tkeys)
-            vtexts, vtype = self._decoders[(topic, "value")].decode(tvalues)
-            failed = [j for j, v in enumerate(vtexts) if isinstance(v, DecodeError)]
-            failed += [j for j, k in enumerate(ktexts) if isinstance(k, DecodeError)]
-            for j in failed:
-                i = rows[j]
-                if i not in bad:
-                    v, k = vtexts[j], ktexts[j]
-                    part, error = ("value", v) if isinstance(v, DecodeError) else ("key", k)
-                    bad[i] = (DECODE_STAGE, f"{part}: {error}")
-                ktexts[j] = vtexts[j] = None
-            if whole:
-                key_text, value_text = ktexts, vtexts
-            else:
-                for j, i in enumerate(rows):
-                    key_text[i] = ktexts[j]
-                    value_text[i] = vtexts[j]
+            kdecoded, ktype = self._decoders[(topic, "key")].decode(tkeys)
+            vdecoded, vtype = self._decoders[(topic, "value")].decode(tvalues)
+            ktexts, vtexts = kdecoded.texts, vdecoded.texts
+            failed = sorted(vdecoded.errors.keys() | kdecoded.errors.keys())
+            if failed:  # a record whose key or value failed is a dead letter, whole
+                for j in failed:
+                    if j in vdecoded.errors:
+                        bad[rows[j]] = (DECODE_STAGE, f"value: {vdecoded.errors[j]}")
+                    else:
+                        bad[rows[j]] = (DECODE_STAGE, f"key: {kdecoded.errors[j]}")
+                ktexts, vtexts = _without(ktexts, failed), _without(vtexts, failed)
+            key_parts.append(ktexts)
+            value_parts.append(vtexts)
             wanted[topic] = TopicTypes(
                 key=ktype.json() if ktype is not None else None,
                 value=vtype.json() if vtype is not None else None,
             )
+        key_text, value_text = _in_batch_order(key_parts, value_parts, by_topic)
         if bad and self._options.on_error == "fail":
             refuse(self._shared, state, bad, topic_of, partitions, offsets)
         timings["decode"] = time.monotonic() - started - sum(timings.values())
@@ -204,6 +212,26 @@ class Preparer:
             )
         table = pa.concat_tables(pieces) if pieces else ROW_SCHEMA.empty_table()
         return table, order, shaped_types
+
+
+def _without(texts: pa.Array, rows: list[int]) -> pa.Array:
+    """``texts`` with NULL at ``rows``."""
+    drop = pa.array(range(len(texts)), pa.int64())
+    hit = pc.is_in(drop, pa.array(rows, pa.int64()))
+    return pc.if_else(hit, pa.scalar(None, texts.type), texts)
+
+
+def _in_batch_order(
+    keys: list[pa.Array], values: list[pa.Array], by_topic: Mapping[str, Sequence[int]]
+) -> tuple[pa.Array, pa.Array]:
+    """Per-topic texts (each in the order of its topic's rows) as the batch's."""
+    if len(keys) == 1:
+        return keys[0], values[0]
+    if not keys:
+        return pa.array([], pa.string()), pa.array([], pa.string())
+    batch_rows = pa.array([i for rows in by_topic.values() for i in rows], pa.int64())
+    order = pc.sort_indices(batch_rows)  # where each batch row is among the topics'
+    return pa.concat_arrays(keys).take(order), pa.concat_arrays(values).take(order)
 
 
 def batch_positions(

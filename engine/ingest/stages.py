@@ -5,7 +5,9 @@ consuming, decoding and the Delta write overlap (docs/design.md#readers-and-writ
 Counts the batches in flight (an idle loop has none), stops both threads in order, and
 on failure hands the error to the consumer thread through the shared state. A batch the
 decoder gives up (``prepare`` returns None: stopped while waiting for the Schema
-Registry) is dropped with every batch after it, so no commit leaves a gap."""
+Registry) is dropped with every batch after it, so no commit leaves a gap. Before its
+first batch the decoder thread makes what decoding needs (``warm``: imports, the Schema
+Registry client), while the consumer fetches that batch."""
 
 from __future__ import annotations
 
@@ -30,10 +32,12 @@ class Stages:
         shared: LoopState,
         prepare: Callable[[Batch], Prepared | None],
         write: Callable[[Prepared], None],
+        warm: Callable[[], None] | None = None,
     ) -> None:
         self._shared = shared
         self._prepare = prepare
         self._write = write
+        self._warm = warm
         self._batches: queue.Queue[Batch | None] = queue.Queue(maxsize=1)
         self._prepared: queue.Queue[Prepared | None] = queue.Queue(maxsize=1)
         #: batches handed over and not committed or dropped yet (under the shared lock)
@@ -90,7 +94,10 @@ class Stages:
             thread.join()
 
     def _decode_loop(self) -> None:
-        """Batches → rows ready to commit (decoded, shaped, dead letters in place)."""
+        """Batches → rows ready to commit (decoded, shaped, dead letters in place); first
+        ``warm``, while the consumer fetches the first batch."""
+        if self._warm is not None:
+            self._warm()
         while True:
             batch = self._batches.get()
             if batch is None:

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 import pytest
 
 from engine.kafka.codecs import avro
@@ -474,6 +475,37 @@ def test_batch_decoding_matches_per_record_decoding(
     for text in batch.texts:  # valid, strict JSON
         assert text is not None
         json.loads(text, parse_constant=_refuse)
+
+
+@pytest.mark.parametrize(
+    ("schema_json", "values", "engine"),
+    [c[1:] for c in BATCH_CASES if c[3] == "polars"],
+    ids=[c[0] for c in BATCH_CASES if c[3] == "polars"],
+)
+def test_whole_messages_read_at_once_give_the_same_texts(
+    schema_json: Any, values: list[Any], engine: str
+) -> None:
+    schema = AvroSchema(schema_json)
+    header = b"\x00" + (7).to_bytes(4, "big")
+    messages = [header + _body(schema, v) for v in values]
+    texts = schema.decode_wire_batch(messages, header)
+    assert texts is not None
+    assert texts.type == pa.string()
+    assert texts.to_pylist() == [schema.decode_json(m[5:]) for m in messages]
+
+
+def test_whole_messages_of_another_schema_or_bad_ones_are_left_to_the_batch_decoder() -> None:
+    header = b"\x00" + (7).to_bytes(4, "big")
+    messages = [header + _body(VALUE, e) for e in events(6)]
+    assert VALUE.decode_wire_batch(messages, header) is not None
+    other = b"\x00" + (8).to_bytes(4, "big")
+    assert VALUE.decode_wire_batch([*messages[:3], other + messages[3][5:], *messages[4:]], header) is None
+    assert VALUE.decode_wire_batch([*messages[:3], messages[3][:-4], *messages[4:]], header) is None
+    assert VALUE.decode_wire_batch([*messages[:3], b"\x00\x00", *messages[4:]], header) is None
+    assert VALUE.decode_wire_batch([*messages[:3], b"{json}", *messages[4:]], header) is None
+    texts = VALUE.decode_wire_batch([], header)
+    assert texts is not None
+    assert len(texts) == 0
 
 
 def test_batch_texts_are_compact_and_schema_ordered() -> None:

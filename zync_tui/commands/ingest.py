@@ -246,6 +246,9 @@ def from_kafka(
 
     Every partition (or, with --workers-group, this worker's share); resumes where the pool's Delta log says, after a crash too. One line per commit: pool, Delta version, records, dead letters and lag per topic. Spark runs only with --shaper. Without --exit-after it serves the API (probes, metrics, status, control) on a Unix socket under the zync home, and on TCP with --http.
     """
+    from engine.api import keep_freed_pages
+
+    keep_freed_pages()  # before the lake's and the decoders' libraries load
     from engine.api import (
         FromKafkaService,
         IngestInput,

@@ -10,7 +10,9 @@ produce exactly the same values:
 
 * per record, with fastavro (:meth:`AvroSchema.decode`, :meth:`AvroSchema.decode_json`);
 * per batch (:meth:`AvroSchema.decode_batch_to_json`), through polars
-  (:mod:`engine.kafka.codecs.avro_batch`), falling back to fastavro record by record.
+  (:mod:`engine.kafka.codecs.avro_batch`), falling back to fastavro record by record;
+  whole wire-format messages of one schema straight into an Arrow array of JSON texts
+  (:meth:`AvroSchema.decode_wire_batch`, from-kafka's common case).
 
 Strictness shared by both decoders: a body must be consumed exactly. Per record, bytes
 left over after the value are an error (``bad-avro``), and a body that ends early is
@@ -33,7 +35,7 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 
@@ -41,6 +43,9 @@ from engine.kafka.codecs.avro_batch import BatchJson, PolarsBatchReader, Unsuppo
 from engine.kafka.codecs.avro_binary import PRIMITIVES
 from engine.kafka.codecs.avro_coerce import AvroValidationError, Coercer
 from engine.kafka.codecs.errors import DecodeError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAGIC = 0
 HEADER_SIZE = 5
@@ -391,6 +396,21 @@ class AvroSchema:
             except BaseException as exc:  # noqa: B036, BLE001 - polars panics are BaseExceptions
                 reason = f"polars failed on the batch: {type(exc).__name__}: {exc}"[:300]
         return self._decode_each(bodies, reason)
+
+    def decode_wire_batch(self, messages: Sequence[bytes], header: bytes) -> pa.Array | None:
+        """Whole wire-format messages, all written with this schema (the 5-byte
+        ``header`` each starts with), as JSON texts in one Arrow string array, read by
+        polars in one call. None when that cannot be: the schema is beyond polars, a
+        message has another header, a body is bad — :meth:`decode_batch_to_json` then
+        decodes them, and reports the bad ones."""
+        if self._batch is None:
+            return None
+        try:
+            return self._batch.read_wire(messages, header)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException:  # noqa: B036, BLE001 - polars panics are BaseExceptions
+            return None
 
     def _decode_each(self, bodies: Sequence[bytes], reason: str | None) -> BatchJson:
         texts: list[str | None] = []

@@ -8,6 +8,12 @@ silently shift its neighbours: the reader raises :class:`Unsupported` and
 :meth:`engine.kafka.codecs.avro.AvroSchema.decode_batch_to_json` decodes the batch again
 record by record.
 
+Whole wire-format messages can be read the same way (:meth:`PolarsBatchReader.read_wire`):
+the container's record then starts with a 5-byte ``fixed`` field that takes each
+message's Confluent header, which must read back as the one the batch was written with;
+no body is sliced out of its message. The JSON texts come out as one Arrow string array
+(:meth:`PolarsBatchReader.read_arrow`), never as a million Python strings.
+
 Known limits of polars 2.1, which make :class:`PolarsBatchReader` refuse a schema
 (:class:`Unsupported`): maps, unions of more than one non-null type, a bare ``null``
 type, recursive types, decimals of precision > 38, records with no fields at the top.
@@ -34,6 +40,7 @@ from engine.kafka.codecs.errors import DecodeError
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
 
 class Unsupported(Exception):
@@ -42,6 +49,8 @@ class Unsupported(Exception):
 
 _SENTINEL = 0x5A594E43_2A  # "ZYNC*": follows every body in a batch container
 _SENTINEL_FIELD = "zync_batch_sentinel"
+_HEADER_FIELD = "zync_batch_header"  # a wire-format message's magic byte and schema id
+_WIRE_HEADER_SIZE = 5
 _SYNC = b"zync-batch-sync!"
 _MAX_DECIMAL_PRECISION = 38
 
@@ -161,41 +170,75 @@ class PolarsBatchReader:
             if not top["fields"]:
                 raise Unsupported("a record with no fields")
             fields, convs = _plan_fields(top)
-            if any(f["name"] == _SENTINEL_FIELD for f in fields):
-                raise Unsupported(f"a field named {_SENTINEL_FIELD}")
-            container = {
-                "type": "record",
-                "name": top["name"],
-                "fields": [*fields, {"name": _SENTINEL_FIELD, "type": "long"}],
-            }
+            for name in (_SENTINEL_FIELD, _HEADER_FIELD):
+                if any(f["name"] == name for f in fields):
+                    raise Unsupported(f"a field named {name}")
+            record = top["name"]
             self.columns = [f["name"] for f in fields]
             self.convs = dict(convs)
             self.wrapped = False
         else:
             piece, conv = _plan(top)
-            container = {
-                "type": "record",
-                "name": "zync_batch",
-                "fields": [{"name": "v", "type": piece}, {"name": _SENTINEL_FIELD, "type": "long"}],
-            }
+            fields = [{"name": "v", "type": piece}]
+            record = "zync_batch"
             self.columns = ["v"]
             self.convs = {"v": conv} if conv is not None else {}
             self.wrapped = True
-        self.header = _container_header(json.dumps(container))
+        sentinel = {"name": _SENTINEL_FIELD, "type": "long"}
+        header = {
+            "name": _HEADER_FIELD,
+            "type": {"type": "fixed", "name": _HEADER_FIELD, "size": _WIRE_HEADER_SIZE},
+        }
+        self.header = _container_header(
+            json.dumps({"type": "record", "name": record, "fields": [*fields, sentinel]})
+        )
+        self.wire_header = _container_header(
+            json.dumps({"type": "record", "name": record, "fields": [header, *fields, sentinel]})
+        )
         self.sentinel = zigzag_long(_SENTINEL)
 
     def read(self, bodies: Sequence[bytes]) -> list[str | None]:
+        """Each body's JSON text (:meth:`read_arrow` as Python strings)."""
+        texts: list[str | None] = self.read_arrow(bodies).to_pylist()
+        return texts
+
+    def read_arrow(self, bodies: Sequence[bytes]) -> pa.Array:
+        """Bodies (after their 5-byte header) as JSON texts, an Arrow string array."""
+        return self._texts(self._frame(self.header, bodies))
+
+    def read_wire(self, messages: Sequence[bytes], header: bytes) -> pa.Array:
+        """Whole wire-format messages, every one starting with ``header`` (magic byte and
+        schema id), as JSON texts; :class:`Unsupported` when one does not."""
+        import polars as pl  # deferred: polars is slow to import
+
+        frame = self._frame(self.wire_header, messages)
+        if not frame.select((pl.col(_HEADER_FIELD) == header).all()).item():
+            raise Unsupported("a message of the batch has another header")
+        return self._texts(frame)
+
+    def _frame(self, container: bytes, bodies: Sequence[bytes]) -> pl.DataFrame:
         import polars as pl  # deferred: polars is slow to import
 
         n = len(bodies)
-        parts: list[bytes] = [self.sentinel] * (2 * n)
-        parts[0::2] = bodies
-        block = b"".join(parts)
-        data = b"".join((self.header, zigzag_long(n), zigzag_long(len(block)), block, _SYNC))
+        size = sum(map(len, bodies)) + n * len(self.sentinel)
+        # the container in one piece: its header, the block's count and size, then every
+        # body and its sentinel (joined once: a batch's bodies are tens of megabytes)
+        parts: list[bytes] = [self.sentinel] * (2 * n + 2)
+        parts[0] = b"".join((container, zigzag_long(n), zigzag_long(size)))
+        parts[1:-1:2] = bodies
+        parts[-1] = _SYNC
+        data = b"".join(parts)
+        del parts
         frame = pl.read_avro(io.BytesIO(data))
         sentinel = frame.get_column(_SENTINEL_FIELD)
         if frame.height != n or sentinel.null_count() or not (sentinel == _SENTINEL).all():
             raise Unsupported("a body did not end where its value did")
+        return frame
+
+    def _texts(self, frame: pl.DataFrame) -> pa.Array:
+        import polars as pl  # deferred: polars is slow to import
+        import pyarrow as pa
+
         exprs = [
             (self.convs[name](pl.col(name)) if name in self.convs else pl.col(name)).alias(name)
             for name in self.columns
@@ -203,6 +246,5 @@ class PolarsBatchReader:
         encoded = frame.select(pl.struct(exprs).struct.json_encode().alias("j"))
         if self.wrapped:  # '{"v":<value>}' -> '<value>'
             encoded = encoded.select(pl.col("j").str.slice(5, pl.col("j").str.len_chars() - 6))
-        texts: list[str | None] = encoded.to_series().to_list()
-        return texts
-
+        texts = encoded.to_series().to_arrow()
+        return texts if texts.type == pa.string() else texts.cast(pa.string())
