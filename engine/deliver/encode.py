@@ -32,6 +32,7 @@ from engine.kafka.typemap.from_spark import (
     spark_to_avro,
     spark_to_connect,
 )
+from engine.kafka.typemap.to_spark import has_null_fields
 
 if TYPE_CHECKING:
     import polars as pl
@@ -59,6 +60,26 @@ def strings(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     if texts.type != pa.string():
         texts = texts.cast(pa.string())
     return texts
+
+
+def null_paths(data_type: DataType) -> pa.Schema | None:
+    """The paths of a struct type that are NullType, typed null, as an Arrow schema
+    for Arrow's JSON reader (other fields left out); None when it has none."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    def arrow(t: DataType) -> pa.DataType | None:
+        if isinstance(t, T.NullType):
+            return pa.null()
+        if isinstance(t, T.StructType):
+            fields = [pa.field(f.name, a) for f in t.fields if (a := arrow(f.dataType)) is not None]
+            return pa.struct(fields) if fields else None
+        if isinstance(t, T.ArrayType):
+            element = arrow(t.elementType)
+            return None if element is None else pa.list_(element)
+        return None
+
+    found = arrow(data_type)
+    return pa.schema(list(found)) if isinstance(found, pa.StructType) else None
 
 
 class StagedBodies(NamedTuple):
@@ -104,6 +125,9 @@ class AvroPart:
         self._arrow = pa.schema(list(arrow)) if isinstance(arrow, pa.StructType) else None
         self._fast: bool | None = None if self._arrow is not None else False
         self._polars: pl.Schema | None = None
+        # a field only ever null when the type was recorded (NullType) is written as Avro
+        # null: every text is checked to hold null there, else the value would be lost
+        self._null_fields = null_paths(data_type) if has_null_fields(data_type) else None
 
     def encode(
         self, texts: pa.Array | Sequence[str | None], header: bytes = b""
@@ -113,6 +137,8 @@ class AvroPart:
             texts = pa.array(texts, pa.string())
         texts = strings(texts)
         present = texts if texts.null_count == 0 else pc.drop_null(texts)
+        if self._null_fields is not None:
+            self._check_null_fields(present, self._null_fields)
         bodies = None
         if self._fast is not False and len(present) >= 64:
             bodies = self._fast_bodies(present, header)
@@ -128,6 +154,8 @@ class AvroPart:
         """Whether the ETL wrote every one of the ``staged`` bodies with this part's
         schema (the same fingerprint)."""
         schemas = staged.schemas
+        if self._null_fields is not None:  # the texts are checked (encode), not trusted
+            return False
         return not schemas.null_count and bool(
             pc.all(pc.equal(schemas, self.fingerprint)).as_py()
         )
@@ -179,6 +207,24 @@ class AvroPart:
             if not self._fast:
                 return None
         return container_bodies(container, len(texts), pattern)
+
+    def _check_null_fields(self, texts: pa.Array, schema: pa.Schema) -> None:
+        """:class:`TypeMismatch` when any of the texts holds a value where the type has
+        only ever seen null (``schema``: those paths, typed null)."""
+        if not len(texts):
+            return
+        lines = pc.binary_join_element_wise(texts, "", "\n")
+        options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+        try:
+            pj.read_json(pa.BufferReader(text_buffer(lines)), parse_options=options)
+        except pa.ArrowInvalid as exc:
+            if "changed from null to" not in str(exc):
+                return  # not JSON the reader takes: the encoders say which record is wrong
+            where = str(exc).split("Column(", 1)[-1].split(")", 1)[0]
+            raise TypeMismatch(
+                f"{self.name}: the staged JSON holds a value at {where} where the type "
+                "recorded in the pool has only seen null, so it would be lost in Avro"
+            ) from None
 
     def _check_fields(self, texts: pa.Array) -> None:
         """:class:`TypeMismatch` when the texts hold a field the type does not have."""

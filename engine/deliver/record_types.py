@@ -61,8 +61,9 @@ class RecordTypes:
 
     def widen(self, rows: Rows, images: Iterable[str] = ()) -> list[str] | None:
         """Type the fields the staged JSON of ``rows`` (and ``images``, values staged
-        before) holds but the recorded type lacks from the JSON itself; the names of the
-        fields added (``[]``: nested ones), or None when that changed nothing."""
+        before) holds but the recorded type lacks, or has only seen null, from the JSON
+        itself; the names of the fields added (``[]``: nested or typed ones), or None when
+        that changed nothing."""
         values = [json.loads(t) for t in rows.values.to_pylist() if t is not None]
         values += [json.loads(t) for t in images]
         keys = [json.loads(t) for t in rows.keys.to_pylist() if t is not None]
@@ -83,13 +84,16 @@ class RecordTypes:
 
 def add_missing(base: DataType | None, extra: DataType | None) -> DataType | None:
     """``base`` with the struct fields only ``extra`` has appended (nullable), nested
-    structs and arrays of structs included; ``base``'s own types are kept."""
+    structs and arrays of structs included; ``base``'s own types are kept, except
+    NullType (a field only ever null when it was recorded), which ``extra`` types."""
     from pyspark.sql import types as T  # deferred: the engine imports without pyspark
 
     if base is None:
         return extra
     if extra is None:
         return base
+    if isinstance(base, T.NullType):
+        return extra
     if isinstance(base, T.StructType) and isinstance(extra, T.StructType):
         theirs = {f.name: f for f in extra.fields}
         fields = [
