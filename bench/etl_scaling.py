@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402 - after the sys.path line that runs it from a checkout
 
-from engine.lake.envelope import ROW_SCHEMA  # noqa: E402 - after the sys.path line
+from engine.lake.pool_record import ROW_SCHEMA  # noqa: E402 - after the sys.path line
 from engine.lake.pools import Lake, Pool  # noqa: E402 - after the sys.path line
 from engine.lake.topic_types import TopicTypes  # noqa: E402 - after the sys.path line
 

@@ -105,7 +105,7 @@ def _positions(topic: str, first: int, count: int) -> list[dict[str, Any]]:
 def _stage(pool: Any, topic: str, first: int, count: int) -> int:
     """Commit ``count`` records from offset ``first`` as JSON text only (as a staging
     pool from before staged Avro holds them); returns the new version."""
-    from engine.lake.envelope import record_rows
+    from engine.lake.pool_record import record_rows
 
     records = [_record(first + i) for i in range(count)]
     rows = record_rows(
@@ -118,11 +118,11 @@ def _stage(pool: Any, topic: str, first: int, count: int) -> int:
 def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> int:
     """:func:`_stage`, the rows made as an ETL pass makes its outputs: the typed records'
     JSON text (Spark's ``to_json``) and Avro bodies (Spark's ``to_avro``), by the ETL's
-    own SQL (engine.etl.envelopes)."""
+    own SQL (engine.etl.typed_records)."""
     import pyarrow as pa
 
-    from engine.etl.envelopes import avro_bodies_sql, json_text_sql, parse_json_sql
-    from engine.lake.envelope import record_rows
+    from engine.etl.typed_records import avro_bodies_sql, json_text_sql, parse_json_sql
+    from engine.lake.pool_record import record_rows
 
     key_type, value_type = pool.spark_types(topic)
     records = [_record(first + i) for i in range(count)]

@@ -182,13 +182,13 @@ def _plan_json_ms(spark: Any, config: Any, types: Any) -> float:
     from pyspark.sql import functions as F
 
     from engine.etl.check import view_with_order
-    from engine.etl.envelopes import envelope_schema
     from engine.etl.plan_context import ORDER_COLUMNS
     from engine.etl.rowwise.analysed import analysed
     from engine.etl.sql import wrap_select
+    from engine.etl.typed_records import typed_record_schema
 
     rule = config.transforms[0]
-    empty = spark.createDataFrame([], envelope_schema(types[rule.in_]))
+    empty = spark.createDataFrame([], typed_record_schema(types[rule.in_]))
     view_with_order(empty.select(F.struct("*").alias("in")), ["in"]).createOrReplaceTempView("bench_rowwise_v")
     frame = spark.sql(wrap_select(rule.sql, "bench_rowwise_v", ORDER_COLUMNS))
     _ = frame.schema  # analysed once, as the check does
@@ -205,7 +205,7 @@ def _spark_small(spark: Any, value_type: Any, events: list[tuple[str, str]]) -> 
     to_json), warm: the median of 5 runs of a fresh statement each."""
     import pyarrow as pa
 
-    from engine.etl.envelopes import json_text_sql, parse_json_sql
+    from engine.etl.typed_records import json_text_sql, parse_json_sql
 
     frame = spark.createDataFrame(pa.table({"k": [k for k, _ in events], "v": [v for _, v in events]}))
     frame.createOrReplaceTempView("bench_rowwise_in")

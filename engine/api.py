@@ -34,9 +34,8 @@ if TYPE_CHECKING:
     )
     from engine.chart.build import ChartPlan, plan_chart, write_chart
     from engine.chart.values import ChartError
-    from engine.deliver.loop import Output as DeliveryOutput
-    from engine.deliver.loop import config_outputs, deliver_outputs
-    from engine.deliver.status import DeliveryEvent, DeliveryStatus
+    from engine.deliver.loop import DeliveryOutput, config_outputs, deliver_outputs
+    from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
     from engine.durations import format_seconds, parse_seconds
     from engine.errors import ZyncError, one_line
     from engine.etl.config import EtlConfig
@@ -93,8 +92,9 @@ if TYPE_CHECKING:
     from engine.kafka.registry_client import RegistrySchemas
     from engine.kafka.typemap.infer import infer_avro_schema
     from engine.kafka.typemap.to_spark import json_value_to_spark
+    from engine.lake.batch_shaper import Shaper
     from engine.lake.commit_guard import LakeAccessError, UnsafeLakeError
-    from engine.lake.envelope import record_rows
+    from engine.lake.lake_tables import TableError, lake_tables
     from engine.lake.location import Location, resolve_lake
     from engine.lake.maintenance import (
         CompactResult,
@@ -105,10 +105,9 @@ if TYPE_CHECKING:
         vacuum,
     )
     from engine.lake.pool_errors import PoolError
+    from engine.lake.pool_record import record_rows
     from engine.lake.pools import RAW, STAGING, Lake, Pool
     from engine.lake.query import Catalog, query
-    from engine.lake.shaper import Shaper
-    from engine.lake.tables import TableError, lake_tables
     from engine.lake.topic_types import TopicTypes
     from engine.local.broker import make_class_archive as make_broker_class_archive
     from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
@@ -145,7 +144,7 @@ if TYPE_CHECKING:
     from engine.serve.sockets import ListenError, TcpAddress, listening_sockets, parse_address
     from engine.serve.sockets import run_dir as api_run_dir
     from engine.serve.sockets import socket_path as api_socket_path
-    from engine.serve.status import SCHEMA as STATUS_SCHEMA
+    from engine.serve.status_document import SCHEMA as STATUS_SCHEMA
     from engine.services.apply import ApplyService
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService

@@ -361,7 +361,7 @@ def append_events(pool: Any, events: Sequence[Mapping[str, Any]], chunk: int = 5
     inferred from the first events of each topic. Returns the rows committed."""
 
     from engine.kafka.typemap.to_spark import json_value_to_spark
-    from engine.lake.envelope import record_rows
+    from engine.lake.pool_record import record_rows
     from engine.lake.topic_types import TopicTypes
 
     samples: dict[str, tuple[list[Any], list[Any]]] = {}

@@ -3,10 +3,10 @@ pass builds, and in the row evaluator (engine.etl.rowwise) — and compares the 
 row by row (no tests here).
 
 Spark's side parses the same JSON texts with the same SQL the pass uses
-(:func:`engine.etl.envelopes.parse_json_sql`), evaluates each rule's ``where`` on every
+(:func:`engine.etl.typed_records.parse_json_sql`), evaluates each rule's ``where`` on every
 record of its topics, its ``join-on`` on every (left, right) pair, and its SELECT on
 every record (stateless) or pair (denorm) — not only the matching ones, for coverage —
-and writes keys and values with :func:`engine.etl.envelopes.json_text_sql`. The
+and writes keys and values with :func:`engine.etl.typed_records.json_text_sql`. The
 evaluator's side does the same from the texts. A record the evaluator refuses
 (:class:`Unsupported`) is counted, never compared.
 """
@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.etl.config import DenormRule, EtlConfig, StatelessRule
-from engine.etl.envelopes import TopicTypes, json_text_sql, parse_json_sql
 from engine.etl.rowwise.rule_set import Record, Refused, RowRule, compile_rules, first_rule
 from engine.etl.rowwise.unsupported import Unsupported
 from engine.etl.sql import quote, wrap_select
+from engine.etl.typed_records import TopicTypes, json_text_sql, parse_json_sql
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ what the staging pool held at that version (docs/design.md#tables, "Reading tabl
 together").
 
 Every apply commit names the staging versions it covers and the first and last of them
-that changed the table (:class:`engine.lake.tables.AppliedCommit`). For a staging
+that changed the table (:class:`engine.lake.lake_tables.AppliedCommit`). For a staging
 version V, a table's version is:
 
 * the commit covering V, when none of its changes is after V;
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from engine.apply.read import StagingChanges
 from engine.errors import ZyncError
+from engine.lake.lake_tables import LakeTable, TableError, lake_tables, open_table
 from engine.lake.pool_errors import PoolError
-from engine.lake.tables import LakeTable, TableError, lake_tables, open_table
 
 if TYPE_CHECKING:
     from engine.lake.location import Location

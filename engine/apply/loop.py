@@ -33,7 +33,7 @@ from engine.apply.read import StagingChanges
 from engine.apply.target import Shape, Target
 from engine.errors import ZyncError, one_line
 from engine.lake import delta
-from engine.lake.tables import TableError, commit_metadata
+from engine.lake.lake_tables import TableError, commit_metadata
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig, Table

@@ -26,7 +26,7 @@ from engine.lake import delta
 from engine.lake.table_schema import HISTORY_COLUMNS
 
 if TYPE_CHECKING:
-    from engine.lake.tables import LakeTable
+    from engine.lake.lake_tables import LakeTable
 
 
 def quote(name: str) -> str:

@@ -15,15 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.lake import delta
-from engine.lake.pool_errors import PoolError
-from engine.lake.table_schema import (
-    key_problem,
-    key_type_change,
-    name_problem,
-    table_schema,
-    value_fields,
-)
-from engine.lake.tables import (
+from engine.lake.lake_tables import (
     LakeTable,
     TableError,
     TableMeta,
@@ -31,6 +23,14 @@ from engine.lake.tables import (
     open_table,
     remember,
     table_location,
+)
+from engine.lake.pool_errors import PoolError
+from engine.lake.table_schema import (
+    key_problem,
+    key_type_change,
+    name_problem,
+    table_schema,
+    value_fields,
 )
 
 if TYPE_CHECKING:

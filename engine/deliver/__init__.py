@@ -29,7 +29,7 @@ the messages: ``jdbc`` (default), ``debezium``, ``differential`` and ``materiali
 (:class:`~engine.deliver.loop.Output` names one per output). Formats
 (:mod:`~engine.deliver.encode`): ``avro`` (Confluent wire format, schemas in the
 registry), ``connect-json`` (``{schema, payload}``, schemas from the same Spark types)
-and ``json`` (the JSON text). A shaper (:mod:`~engine.deliver.shaper`) may reshape each
+and ``json`` (the JSON text). A shaper (:mod:`~engine.deliver.output_shaper`) may reshape each
 record with Spark SQL first.
 
 The modules, each owning one concept: ``loop`` (the Delivery), ``status`` (events and

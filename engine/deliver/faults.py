@@ -44,7 +44,7 @@ from engine.kafka.outage import BACK, UNREACHABLE, Outage
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Producer
 
-    from engine.deliver.status import StatusBoard
+    from engine.deliver.status_board import StatusBoard
     from engine.settings.kafka import KafkaProfile
 
 log = logging.getLogger("engine.to_kafka")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from confluent_kafka import Message, TopicPartition
 
     from engine.deliver.faults import Faults
-    from engine.deliver.status import StatusBoard
+    from engine.deliver.status_board import StatusBoard
     from engine.settings.kafka import KafkaProfile
 
 #: The staging time and lower bound a transaction closes (time-based envelopes).

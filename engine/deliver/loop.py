@@ -2,7 +2,7 @@
 exactly once, composing the lock, the positions read back (the claim, the committed
 position and the tail, judged by :mod:`~engine.deliver.ownership`), the staging reader,
 the envelope and the transactional producer (with its waits for an unreachable broker,
-:mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several (:class:`Output`
+:mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several (:class:`DeliveryOutput`
 each)."""
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from engine.deliver.faults import StoppedWaiting
 from engine.deliver.keeper import PositionKeeper
 from engine.deliver.ledger import Ledger
 from engine.deliver.lock import topic_lock
+from engine.deliver.output_shaper import Shaper, load_shaper
 from engine.deliver.positions import PoolIdentity
 from engine.deliver.produce import Transactions, transactional_id
 from engine.deliver.read import StagingReader
 from engine.deliver.record_types import RecordTypes
 from engine.deliver.rows import Batch, Rows
-from engine.deliver.shaper import Shaper, load_shaper
-from engine.deliver.status import DeliveryEvent, DeliveryStatus, StatusBoard
+from engine.deliver.status_board import DeliveryEvent, DeliveryStatus, StatusBoard
 from engine.errors import ZyncError
 from engine.heartbeat import Heartbeat
 from engine.kafka.codecs.formats import Format
@@ -47,7 +47,7 @@ POLL_INTERVAL = 0.2
 
 
 @dataclass(frozen=True)
-class Output:
+class DeliveryOutput:
     """One output to deliver: the staged records of ``staged`` (default: ``topic``) in
     ``pool``, to the Kafka topic ``topic``, in ``envelope`` (None: the default, or the
     envelope the caller gives every output)."""
@@ -58,9 +58,9 @@ class Output:
     staged: str | None = None
 
 
-def config_outputs(config: EtlConfig) -> list[Output]:
+def config_outputs(config: EtlConfig) -> list[DeliveryOutput]:
     """The outputs an ETL configuration delivers, each in its configured envelope."""
-    return [Output(o.pool, o.topic, o.envelope, o.from_) for o in config.outputs]
+    return [DeliveryOutput(o.pool, o.topic, o.envelope, o.from_) for o in config.outputs]
 
 
 class Delivery:
@@ -391,7 +391,7 @@ def open_staging_pool(
 
 
 def deliveries_of(
-    lake: Lake, outputs: Sequence[Output], envelope: str | None = None, **options: Any
+    lake: Lake, outputs: Sequence[DeliveryOutput], envelope: str | None = None, **options: Any
 ) -> list[Delivery]:
     """One :class:`Delivery` per output, in the output's envelope unless ``envelope`` is
     given (then every output's)."""
@@ -410,7 +410,7 @@ def deliveries_of(
 
 def deliver_outputs(
     lake: Lake,
-    outputs: Sequence[Output],
+    outputs: Sequence[DeliveryOutput],
     *,
     stop: threading.Event | None = None,
     on_event: Callable[[DeliveryEvent], None] | None = None,

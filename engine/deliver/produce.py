@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from engine.deliver.ledger import Ledger
     from engine.deliver.positions import Headers
     from engine.deliver.rows import Batch
-    from engine.deliver.status import StatusBoard
+    from engine.deliver.status_board import StatusBoard
     from engine.settings.kafka import KafkaProfile
 
 log = logging.getLogger("engine.to_kafka")

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.deliver.errors import DeliveryError
-from engine.lake.envelope import AVRO_FIELD, AVRO_TYPE
+from engine.lake.pool_record import AVRO_FIELD, AVRO_TYPE
 
 if TYPE_CHECKING:
     from engine.lake.pools import Pool

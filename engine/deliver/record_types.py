@@ -14,8 +14,8 @@ from engine.kafka.typemap.to_spark import json_value_to_spark
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
+    from engine.deliver.output_shaper import Shaper
     from engine.deliver.rows import Rows
-    from engine.deliver.shaper import Shaper
     from engine.lake.pools import Pool
 
 #: The key and value types (None: unknown, the JSON goes as it is).

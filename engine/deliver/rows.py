@@ -22,7 +22,7 @@ _T = TypeVar("_T")
 class Rows:
     """Staging rows of one topic in offset order: offsets (and times) as Python lists,
     key and value JSON texts as Arrow arrays (encoded in batches, never copied whole),
-    and the Avro bodies the ETL wrote (:data:`engine.lake.envelope.AVRO_TYPE`; None when
+    and the Avro bodies the ETL wrote (:data:`engine.lake.pool_record.AVRO_TYPE`; None when
     the rows have none: an older pool, or a shaper's result).
 
     Rows whose bodies are shipped as they are may come without their texts (read

@@ -24,10 +24,10 @@ from engine.etl.config import (
     StatelessRule,
     TxnRule,
 )
-from engine.etl.envelopes import TopicTypes, envelope_schema, merge_types, value_known
 from engine.etl.plan_context import ORDER_COLUMNS
 from engine.etl.spark_errors import quiet_spark_errors, spark_message
 from engine.etl.sql import SqlShapeError, wrap_select
+from engine.etl.typed_records import TopicTypes, merge_types, typed_record_schema, value_known
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,7 +67,7 @@ class _Checker:
         return value_known(self.types, topic)
 
     def empty(self, types: TopicTypes) -> DataFrame:
-        return self.spark.createDataFrame([], envelope_schema(types))
+        return self.spark.createDataFrame([], typed_record_schema(types))
 
     def empty_of(self, topic: str) -> DataFrame:
         """An empty frame of ``topic``'s typed records, made once per check."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.etl.checked import RuleCheck
 from engine.etl.config import Rule
-from engine.etl.envelopes import TopicTypes
+from engine.etl.typed_records import TopicTypes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

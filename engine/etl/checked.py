@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.etl.config import EtlConfig
-from engine.etl.envelopes import TopicTypes
+from engine.etl.typed_records import TopicTypes
 from engine.sparktypes import merge_spark_types
 
 if TYPE_CHECKING:

@@ -34,12 +34,12 @@ Rule types and their keys:
     matching record is processed at once; ``sql`` may yield zero or more rows per record
     (a ``WHERE`` clause, ``explode``).
 ``txn`` — ``in`` (a topic or a list of topics), ``txn-id`` (an expression over the
-    envelope giving the transaction id; records whose id is NULL do not match the rule),
+    pool record giving the transaction id; records whose id is NULL do not match the rule),
     ``complete-when`` (an aggregate over the bundle's records, e.g.
     ``bool_or(value.done)``), ``out``, ``sql``, optional ``where`` and ``expire-after``.
     Records are bundled by transaction id; a bundle's outputs appear, all in one commit,
     only once it is complete. ``sql`` sees one row per bundle with the struct column
-    ``bundle``: ``txn_id`` and ``records`` (the bundle's envelopes ordered by seqno). The
+    ``bundle``: ``txn_id`` and ``records`` (the bundle's pool records ordered by seqno). The
     input topics' types are merged, so ``records`` has one element type.
 
     **Debezium transaction metadata** (``provide.transaction.metadata=true``): write
@@ -75,7 +75,7 @@ output ``T`` to this topic too (say, in another envelope); rules cannot write to
 Every rule's ``sql`` is a SELECT without FROM, evaluated per match over a view whose
 columns are structs named ``left``/``right`` (denorm), ``in`` (stateless) or ``bundle``
 (txn); ``FROM bundle`` is accepted in a txn rule's SELECT. It must yield columns ``key``
-and ``value`` (``NULL AS value`` is a tombstone). Each struct is an envelope: ``seqno``,
+and ``value`` (``NULL AS value`` is a tombstone). Each struct is a pool record: ``seqno``,
 ``kafka`` (topic, partition, offset, timestamp), ``key``, ``value``.
 
 ``expire-after`` (denorm and txn) is a duration such as ``30s``, ``15m``, ``1h``, ``2d`` or

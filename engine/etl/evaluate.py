@@ -27,6 +27,7 @@ from engine.etl import read
 from engine.etl.checked import Checked
 from engine.etl.config import TxnRule
 from engine.etl.cursors import Positions
+from engine.etl.etl_pools import EtlPools
 from engine.etl.markers import count_by
 from engine.etl.plan import Plan, ReadFrom, decide, empty_plan
 from engine.etl.plan_context import (
@@ -36,7 +37,6 @@ from engine.etl.plan_context import (
     OUTPUT_COLUMNS,
     PassQuery,
 )
-from engine.etl.pools import EtlPools
 from engine.etl.rules import assign_sql, parses_in_assign, plan_rules
 from engine.etl.spark_errors import quiet_spark_errors
 from engine.etl.sql import quote

@@ -34,7 +34,7 @@ from engine.etl.plan_context import DEAD, NO_RULE, PENDING
 from engine.etl.read import candidates_arrow
 from engine.etl.rowwise.rule_set import Record, Refused, RowRule, first_rule
 from engine.etl.rowwise.unsupported import Unsupported
-from engine.lake.envelope import AVRO_TYPE, PROCESSED
+from engine.lake.pool_record import AVRO_TYPE, PROCESSED
 
 #: Up to this many candidates a warm pass is evaluated row by row (0: never).
 ROWWISE_ROWS = 5_000

@@ -5,7 +5,7 @@ transaction bundle) expires when the newest Kafka timestamp seen on its topic is
 than the rule's ``expire-after`` newer than its own timestamp (docs/design.md, "Words": expired).
 The clock is the data, never the wall clock, so replaying the same records gives the
 same result. Expired records are marked ``expired``, give no output, and no longer hold
-their cursor back; ``zync expired`` shows them with their full envelope.
+their cursor back; ``zync expired`` shows them with their full record.
 
 The newest timestamp per topic is the larger of the one stored with the ETL's positions
 (``zync.etl/<name>/newest/<topic>``) and the newest among the records a pass reads.
@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.etl.config import TxnRule
-from engine.lake.envelope import EXPIRED
+from engine.lake.pool_record import EXPIRED
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig

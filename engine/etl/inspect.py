@@ -1,5 +1,5 @@
 """Looking at an ETL without running it: the records still pending, the records it
-expired (with their envelopes joined back from the raw pools), and what a pass would
+expired (with their full_records joined back from the raw pools), and what a pass would
 read and run (``explain``: positions, reads, each rule's SQL and Spark's plans).
 
 Each function reads the pools' newest snapshots; :class:`engine.etl.run.EtlRunner`
@@ -19,9 +19,9 @@ import pyarrow as pa
 from engine.etl import markers as mk
 from engine.etl import read
 from engine.etl.cursors import cursor_filter
+from engine.etl.etl_pools import EtlPools
 from engine.etl.expiry import age, newest_timestamps
 from engine.etl.plan_context import NO_RULE, PassQuery
-from engine.etl.pools import EtlPools
 from engine.etl.result import NOTHING_NEW, ExpiredRecord, PendingRecord
 from engine.etl.rules import assign_sql, plan_rules
 from engine.etl.spark_errors import quiet_spark_errors
@@ -81,9 +81,9 @@ def pending(pools: EtlPools, *, limit: int | None = None) -> list[PendingRecord]
 
 
 def expired(pools: EtlPools, *, limit: int | None = None) -> list[ExpiredRecord]:
-    """Input records this ETL expired, with their envelope joined back from raw (the
+    """Input records this ETL expired, with their full record joined back from raw (the
     first ``limit`` in (topic, partition, offset) order, when given). The markers are
-    read by delta-rs; Spark joins the envelopes back only when there are some."""
+    read by delta-rs; Spark joins the full_records back only when there are some."""
     config = pools.config
     pools.refresh()
     positions = pools.positions()
@@ -103,7 +103,7 @@ def expired(pools: EtlPools, *, limit: int | None = None) -> list[ExpiredRecord]
             ["__t", "__p", "__o", "__rule"]
         )
     )
-    envelopes = []
+    full_records = []
     for pool_name in config.raw_pools:
         topics = [i.topic for i in config.inputs if i.pool == pool_name]
         raw = pools.raw(pool_name)
@@ -115,7 +115,7 @@ def expired(pools: EtlPools, *, limit: int | None = None) -> list[ExpiredRecord]
             & (F.col("kafka.offset") == F.col("__o")),
             "inner",
         )
-        envelopes.append(
+        full_records.append(
             joined.select(
                 F.col("kafka.topic").alias("topic"),
                 F.col("kafka.partition").alias("partition"),
@@ -127,7 +127,7 @@ def expired(pools: EtlPools, *, limit: int | None = None) -> list[ExpiredRecord]
                 F.col("__rule").alias("rule"),
             ).toArrow()
         )
-    table = pa.concat_tables(envelopes) if envelopes else None
+    table = pa.concat_tables(full_records) if full_records else None
     found: dict[tuple[str, int, int], dict[str, Any]] = {}
     if table is not None:
         for row in table.to_pylist():

@@ -2,7 +2,7 @@
 
 A marker row has NULL ``kafka``/``key``/``value`` and
 ``marker = {etl, rule, topic, partition, offset, status}`` with status ``processed`` or
-``expired`` (:mod:`engine.lake.envelope`). ``rule`` is the rule's name (or its 1-based
+``expired`` (:mod:`engine.lake.pool_record`). ``rule`` is the rule's name (or its 1-based
 position in the file); it is NULL for a record no rule matched.
 
 Markers at or below an input's cursor never need reading again: the cursor covers
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from engine.etl.cursors import TopicPartition, cursor_filter
 from engine.etl.sql import quote
 from engine.lake import delta
-from engine.lake.envelope import (
+from engine.lake.pool_record import (
     DEADLETTER_TYPE,
     EXPIRED,
     KAFKA_TYPE,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.lake.envelope import AVRO_TYPE, KAFKA_TYPE
+from engine.lake.pool_record import AVRO_TYPE, KAFKA_TYPE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

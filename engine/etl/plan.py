@@ -20,11 +20,11 @@ import pyarrow.compute as pc
 
 from engine.etl import markers as mk
 from engine.etl.cursors import Positions, TopicPartition
+from engine.etl.etl_pools import EtlPools
 from engine.etl.expiry import apply_expiry, newest_timestamps
 from engine.etl.numbering import TopicNumbers, arange, numbering
 from engine.etl.plan_context import DEAD, FATE_COLUMNS, PENDING
-from engine.etl.pools import EtlPools
-from engine.lake.envelope import ROW_SCHEMA
+from engine.lake.pool_record import ROW_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

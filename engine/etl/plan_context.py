@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from engine.etl.checked import Checked
 from engine.etl.config import EtlConfig
-from engine.etl.envelopes import TopicTypes
 from engine.etl.sql import quote, wrap_select
+from engine.etl.typed_records import TopicTypes
 
 PENDING = "pending"
 NO_RULE = -1
@@ -129,17 +129,17 @@ class PassQuery:
         index: int | str = NO_RULE,
         where: str | None = None,
         pool: str = "pool",
-        envelope: str = "",
+        holder: str = "",
         bundle: str = "NULL",
     ) -> None:
-        """Fate rows of ``source`` (``envelope``: the struct holding ``seqno`` and
+        """Fate rows of ``source`` (``holder``: the struct holding ``seqno`` and
         ``kafka``, e.g. ``right.``; empty for plain columns). ``label`` is the rule's
         name, or None; ``index`` the rule's index, or SQL giving it (then ``label`` is
         taken from the configuration's rule names by that index)."""
-        kafka = f"{envelope}kafka"
+        kafka = f"{holder}kafka"
         values = {
             "pool": pool,
-            "seqno": f"{envelope}seqno",
+            "seqno": f"{holder}seqno",
             "topic": f"{kafka}.topic",
             "partition": f"{kafka}.partition",
             "offset": f"{kafka}.offset",
@@ -168,7 +168,7 @@ class PassQuery:
         """Output rows of rule ``index``: its SELECT run over ``view`` (which holds the
         rule's struct columns and :data:`ORDER_COLUMNS`), key and value made JSON text."""
         # deferred: pyspark types
-        from engine.etl.envelopes import avro_bodies_sql, json_text_sql
+        from engine.etl.typed_records import avro_bodies_sql, json_text_sql
 
         rule = self.config.transforms[index]
         wrapped = wrap_select(rule.sql, view, ORDER_COLUMNS, from_names=from_names)

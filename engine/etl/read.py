@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from engine.etl import markers as mk
 from engine.etl.cursors import Positions, cursor_filter
-from engine.etl.pools import EtlPools
+from engine.etl.etl_pools import EtlPools
 from engine.lake import delta
 
 if TYPE_CHECKING:

@@ -243,7 +243,7 @@ class PendingRecord:
 
 @dataclass(frozen=True)
 class ExpiredRecord:
-    """An input record a rule gave up on, with its full envelope from the raw pool."""
+    """An input record a rule gave up on, with its full record from the raw pool."""
 
     topic: str
     partition: int

@@ -1,7 +1,7 @@
 """Matching input records to ETL rules, and each rule's part of a pass's SQL.
 
 A pass hands this module the *candidates*: the input records after the cursors that
-no completion marker covers yet, as JSON text in the pool envelope
+no completion marker covers yet, as JSON text in the pool record
 (``pool, seqno, kafka, key, value``). For each input topic the JSON is parsed with the
 topic's Spark type (from the raw pool's metadata) and every record is assigned the
 FIRST rule, in file order, whose topic and ``where`` match it (:func:`assign_sql`);
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from engine.etl import txn
 from engine.etl.config import DenormRule, EtlConfig, Rule, StatelessRule, TxnRule
-from engine.etl.envelopes import TopicTypes, parse_json_sql, typed_sql, value_known
 from engine.etl.plan_context import NO_RULE, PENDING, PassQuery
 from engine.etl.sql import quote
-from engine.lake.envelope import PROCESSED
+from engine.etl.typed_records import TopicTypes, parse_json_sql, typed_sql, value_known
+from engine.lake.pool_record import PROCESSED
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -160,9 +160,9 @@ def _read_again(config: EtlConfig, topic: str) -> bool:
     return len(rules) > 1 or any(not isinstance(r, StatelessRule) for r in rules)
 
 
-def assigned_envelope_sql(config: EtlConfig, topic: str) -> str:
-    """The typed envelope of an assigned record of ``topic`` as one struct: ``seqno,
-    kafka, key, value`` (:func:`engine.etl.envelopes.envelope_schema`)."""
+def assigned_record_sql(config: EtlConfig, topic: str) -> str:
+    """The typed pool record of an assigned record of ``topic`` as one struct: ``seqno,
+    kafka, key, value`` (:func:`engine.etl.typed_records.typed_record_schema`)."""
     return (
         "named_struct('seqno', seqno, 'kafka', kafka, "
         f"'key', {parsed_column(config, topic, 'key')}, "
@@ -194,7 +194,7 @@ def plan_stateless(query: PassQuery, index: int) -> None:
     records = of_rule(topic_records(query, rule.in_), index, rule.in_)
     view = query.rule_view(
         index,
-        f"SELECT {assigned_envelope_sql(query.config, rule.in_)} AS `in`, seqno AS __zo1, "
+        f"SELECT {assigned_record_sql(query.config, rule.in_)} AS `in`, seqno AS __zo1, "
         f"{index} AS __zo2, seqno AS __zo3, CAST(0 AS BIGINT) AS __zo4, "
         f"kafka.timestamp AS __zts FROM {records}",
     )
@@ -211,12 +211,12 @@ def plan_denorm(query: PassQuery, index: int) -> None:
     label = query.config.rule_label(index)
     lefts = query.cte(
         f"r{index}_lefts",
-        f"SELECT pool, seqno, kafka, {assigned_envelope_sql(query.config, rule.left)} AS `left` "
+        f"SELECT pool, seqno, kafka, {assigned_record_sql(query.config, rule.left)} AS `left` "
         f"FROM {of_rule(topic_records(query, rule.left), index, rule.left)}",
     )
     rights = query.cte(
         f"r{index}_rights",
-        f"SELECT pool AS __rpool, {assigned_envelope_sql(query.config, rule.right)} AS `right` "
+        f"SELECT pool AS __rpool, {assigned_record_sql(query.config, rule.right)} AS `right` "
         f"FROM {of_rule(topic_records(query, rule.right), index, rule.right)}",
     )
     hint = f"/*+ BROADCAST({rights}) */ " if query.small else ""
@@ -239,7 +239,7 @@ def plan_denorm(query: PassQuery, index: int) -> None:
         index=index,
         where="`right` IS NOT NULL",
         pool="__rpool",
-        envelope="`right`.",
+        holder="`right`.",
     )
     query.fates(
         of_rule(topic_records(query, rule.right), index, rule.right),

@@ -4,7 +4,7 @@ A pass (:meth:`EtlRunner.run_pass`):
 
 1. checks the configuration against the lake and the typed input schemas (nothing is
    written when it is wrong) and records the outputs' Spark types in the staging pool
-   (:mod:`engine.etl.pools`, :mod:`engine.etl.check`);
+   (:mod:`engine.etl.etl_pools`, :mod:`engine.etl.check`);
 2. reads the ETL's positions from the staging snapshot at version V
    (:mod:`engine.etl.cursors`);
 3. reads the input records above the cursors and the markers above them, and keeps the
@@ -43,15 +43,15 @@ from engine.etl import markers as mk
 from engine.etl.checked import Checked
 from engine.etl.config import EtlConfig
 from engine.etl.cursors import Positions, cursor_filter
-from engine.etl.envelopes import TopicTypes
+from engine.etl.etl_pools import EtlPools
 from engine.etl.evaluate import DRIVER_OUTPUT_ROWS, WarmRead, plan_pass
 from engine.etl.numbering import PREVIEW_SCHEMA, numbered, numbered_arrow, preview
 from engine.etl.plan import Plan
-from engine.etl.pools import EtlPools
 from engine.etl.result import ExpiredRecord, PassResult, PendingRecord
 from engine.etl.spark_errors import quiet_spark_errors
 from engine.etl.sql import quote
 from engine.etl.timings import Timings, spark_jobs
+from engine.etl.typed_records import TopicTypes
 from engine.etl.window import (
     FRESH_SCHEMA,
     WINDOW_ROWS,
@@ -66,7 +66,7 @@ from engine.etl.window import (
 )
 from engine.heartbeat import Heartbeat
 from engine.lake import delta
-from engine.lake.envelope import AVRO_FIELD, EXPIRED, PROCESSED, fit_rows, record_rows
+from engine.lake.pool_record import AVRO_FIELD, EXPIRED, PROCESSED, fit_rows, record_rows
 from engine.lake.pools import Lake, Pool
 from engine.spark import SparkSource
 
@@ -355,7 +355,7 @@ class EtlRunner:
             return inspect.pending(self.pools, limit=limit)
 
     def expired(self, *, limit: int | None = None) -> list[ExpiredRecord]:
-        """Input records this ETL expired, with their envelope joined back from raw
+        """Input records this ETL expired, with their full record joined back from raw
         (:func:`engine.etl.inspect.expired`)."""
         with self._lock:
             return inspect.expired(self.pools, limit=limit)
@@ -383,7 +383,7 @@ def pending(config: EtlConfig, lake: Lake, spark: SparkSession | None = None) ->
 
 
 def expired(config: EtlConfig, lake: Lake, spark: SparkSession | None = None) -> list[ExpiredRecord]:
-    """Records the ETL expired, with their full envelope."""
+    """Records the ETL expired, with their full record."""
     return EtlRunner(config, lake, spark).expired()
 
 

@@ -18,7 +18,7 @@ newest timestamp of its topic (:mod:`engine.etl.expiry`), so a transaction never
 appears in part.
 
 ``sql`` sees one row per complete bundle: ``bundle`` = ``struct(txn_id, records)``, the
-records being the change events' envelopes (``seqno, kafka, key, value``, key and value
+records being the change events' pool records (``seqno, kafka, key, value``, key and value
 typed with the merged type of the ``in`` topics) ordered by seqno. Outputs are ordered
 by the bundle's largest seqno (including its END event), then rule, then its smallest.
 """
@@ -28,10 +28,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.etl.config import TxnRule
-from engine.etl.envelopes import TopicTypes, merge_types, typed_sql
 from engine.etl.plan_context import PENDING, PassQuery
 from engine.etl.sql import quote
-from engine.lake.envelope import PROCESSED
+from engine.etl.typed_records import TopicTypes, merge_types, typed_sql
+from engine.lake.pool_record import PROCESSED
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

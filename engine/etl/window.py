@@ -41,7 +41,7 @@ from engine.etl.cursors import Positions, TopicPartition
 from engine.etl.plan import Plan, new_marker_positions
 from engine.lake import delta
 from engine.lake.delta import arrow_schema, parquet_dataset
-from engine.lake.envelope import KAFKA_TYPE
+from engine.lake.pool_record import KAFKA_TYPE
 from engine.lake.pools import Pool
 
 #: The most input rows (plus markers) a window holds; above, passes read cold.

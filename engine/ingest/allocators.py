@@ -4,7 +4,7 @@ polars (the batch decoders) and delta-rs (the Delta writes) allocate with jemall
 which by default gives pages freed for ten seconds back to the kernel bit by bit, so
 every batch touched pages the kernel had to hand out again: ~4 page faults per kB of a
 batch, at a few µs each on a virtual machine — a tenth of from-kafka's CPU
-(bench/RESULTS.md, "Ingest III"). Kept 30 s, a batch's memory serves the next; an idle
+(bench/RESULTS.md, "Peers"). Kept 30 s, a batch's memory serves the next; an idle
 process still gives it back.
 
 jemalloc reads its settings when its library loads: :func:`keep_freed_pages` must run

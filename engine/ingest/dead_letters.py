@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.ingest.errors import BadRecord
-from engine.lake.envelope import DEADLETTER_TYPE, MARKER_TYPE, ROW_SCHEMA
+from engine.lake.pool_record import DEADLETTER_TYPE, MARKER_TYPE, ROW_SCHEMA
 
 if TYPE_CHECKING:
     from engine.ingest.state import LoopState, PoolState

@@ -184,7 +184,7 @@ class PartDecoder:
         if not samples:
             return Decoded(batch.texts, batch.errors), None
         # a path null in every sample is typed by the batch's other values, else stays
-        # NullType: a later batch's values type it (docs/design.md#pools-and-the-envelope)
+        # NullType: a later batch's values type it (docs/design.md#pools-and-their-records)
         inferred = json_value_to_spark(samples, unknown="null")
         if step > 1 and has_null_fields(inferred):  # rare: read the batch's texts again
             inferred = fill_null_fields(

@@ -27,8 +27,8 @@ from engine.ingest.prepare import Preparer
 from engine.ingest.stages import Stages
 from engine.ingest.state import LoopState, NoteListener, PoolState
 from engine.ingest.write import Writer
+from engine.lake.batch_shaper import Shaper
 from engine.lake.maintenance import Upkeep
-from engine.lake.shaper import Shaper
 from engine.settings.spark import load_spark_settings
 
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ class IngestOptions:
       from the pools only; the mirror then goes to this group, through the subscribing
       consumer (``group`` naming another group mirrors there instead, from an assign-mode
       consumer: a group no consumer subscribes to);
-    * ``shaper``: the SQL text of a shaper (:mod:`engine.lake.shaper`), ``shaper_source``
+    * ``shaper``: the SQL text of a shaper (:mod:`engine.lake.batch_shaper`), ``shaper_source``
       names it in messages;
     * ``create_pools``: create missing pools instead of failing;
     * ``checkpoint_every``/``compact_small_files``: the pools' upkeep

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.ingest.dead_letters import DECODE_STAGE, Bad, refuse, with_dead_letters
-from engine.lake.envelope import KAFKA_TYPE, ROW_SCHEMA, record_rows
-from engine.lake.shaper import STAGE
+from engine.lake.batch_shaper import STAGE
+from engine.lake.pool_record import KAFKA_TYPE, ROW_SCHEMA, record_rows
 from engine.lake.topic_types import TopicTypes
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from engine.ingest.decode import PartDecoder
     from engine.ingest.options import IngestOptions
     from engine.ingest.state import LoopState
-    from engine.lake.shaper import Shaper
+    from engine.lake.batch_shaper import Shaper
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Appending ingested records to a raw pool, exactly once.
 
-A batch (records and dead letters, :data:`engine.lake.envelope.ROW_SCHEMA`) and the last
+A batch (records and dead letters, :data:`engine.lake.pool_record.ROW_SCHEMA`) and the last
 Kafka offset it covers per (topic, partition) go into the pool in ONE Delta commit: the
 rows, with seqnos after the pool's last one, and ``txn`` actions holding the positions
 (``zync.in/<topic>/<partition>``) and the last seqno (``zync.seqno``). The commit is made
@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.lake import delta
-from engine.lake.envelope import ROW_SCHEMA, with_seqno
 from engine.lake.pool_errors import PoolError
+from engine.lake.pool_record import ROW_SCHEMA, with_seqno
 
 if TYPE_CHECKING:
     from engine.lake.pools import Pool

@@ -1,7 +1,7 @@
 """Pools: the Delta tables of a lake, with exactly-once positions and seqnos.
 
 A lake is a directory or an ``s3://`` prefix (:mod:`engine.lake.location`); each pool is
-a Delta table in ``<lake>/<name>`` with the rows of :mod:`engine.lake.envelope` (and, in
+a Delta table in ``<lake>/<name>`` with the rows of :mod:`engine.lake.pool_record` (and, in
 a staging pool, ``avro``). Its description says its kind as JSON (``{"zync": {"kind":
 "raw"|"staging", "format": 2}}``); the Spark type of each topic's key and value, which is
 how SQL sees typed structs over the JSON text the rows hold, is in type files the table
@@ -31,7 +31,9 @@ from deltalake.exceptions import TableNotFoundError
 from engine.lake import appends, delta, spark_rows, upgrade
 from engine.lake.appends import MAX_COMMIT_ATTEMPTS, SEQNO_APP, AppendResult, ingest_app
 from engine.lake.commit_guard import CommitGuard
-from engine.lake.envelope import (
+from engine.lake.location import Location, parse_location
+from engine.lake.pool_errors import NotAPool, PoolError, PoolNotFound
+from engine.lake.pool_record import (
     IS_RECORD,
     STAGING_TABLE_SCHEMA,
     TABLE_SCHEMA,
@@ -40,8 +42,6 @@ from engine.lake.envelope import (
     shape_problems,
     with_seqno,
 )
-from engine.lake.location import Location, parse_location
-from engine.lake.pool_errors import NotAPool, PoolError, PoolNotFound
 from engine.lake.topic_types import (
     TYPES_PROPERTY,
     PoolMeta,
@@ -204,7 +204,7 @@ class Pool:
 
     @property
     def row_schema(self) -> pa.Schema:
-        """The rows this pool's table takes (:func:`~engine.lake.envelope.rows_for`)."""
+        """The rows this pool's table takes (:func:`~engine.lake.pool_record.rows_for`)."""
         return rows_for([f.name for f in self.table.schema().fields])
 
     def refresh(self) -> int:
@@ -425,7 +425,7 @@ class Pool:
         predicate: str | None = None,
         version: int | None = None,
     ) -> DataFrame:
-        """Records (not dead letters or markers) as the typed envelope
+        """Records (not dead letters or markers) as the typed pool record
         ``seqno, kafka, key, value``: key and value parsed into the topic's Spark type
         (or, for all topics, a type merged over them)."""
         where = IS_RECORD
@@ -434,7 +434,7 @@ class Pool:
         if predicate:
             where += f" AND ({predicate})"
         df = self.read(spark, predicate=where, version=version)
-        return spark_rows.typed_envelope(df, *self.spark_types(topic))
+        return spark_rows.typed_pool_records(df, *self.spark_types(topic))
 
     def spark_types(self, topic: str | None = None) -> tuple[DataType | None, DataType | None]:
         """The Spark types of keys and values of one topic, or merged over all topics."""

@@ -3,7 +3,7 @@
 For each pool ``P`` of the lake:
 
 ``P``
-    its records as the typed envelope ``seqno, kafka, key, value``: key and value parsed
+    its records as the typed pool record ``seqno, kafka, key, value``: key and value parsed
     with the types recorded for each topic (Avro writer schemas, Kafka Connect schemas,
     JSON samples or a shaper's output), merged over the pool's topics, so
     ``SELECT value.after.ID FROM P`` works;
@@ -13,7 +13,7 @@ For each pool ``P`` of the lake:
     (staging pools) the ETL completion markers: ``seqno, etl, rule, topic, partition,
     offset, status``.
 
-The lake's tables (:mod:`engine.lake.tables`, kept by the apply loop) are there too, by
+The lake's tables (:mod:`engine.lake.lake_tables`, kept by the apply loop) are there too, by
 name, as tables of the session's catalog (:mod:`engine.lake.table_views`): Delta's own
 time travel, ``DESCRIBE HISTORY`` and ``table_changes`` work on them as on any Delta
 table. ``tables_at`` reads some at chosen versions (``zync query --as-of-staging``), and
@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING
 
 from engine.errors import ZyncError
 from engine.lake import delta
-from engine.lake.envelope import IS_DEADLETTER, IS_MARKER
+from engine.lake.lake_tables import lake_tables
 from engine.lake.pool_errors import PoolError
+from engine.lake.pool_record import IS_DEADLETTER, IS_MARKER
 from engine.lake.pools import STAGING, Lake, Pool
 from engine.lake.sqltext import Kind, SqlTextError, quote_name, tokens
 from engine.lake.table_views import TableView, drop_versioned, register_tables
-from engine.lake.tables import lake_tables
 from engine.lake.timetravel import (
     TimeTravelError,
     Travel,

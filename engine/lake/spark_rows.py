@@ -1,8 +1,8 @@
-"""A pool's rows on the Spark side: written by the executors, read as the typed envelope.
+"""A pool's rows on the Spark side: written by the executors, read as the typed pool record.
 
 :func:`write_files` writes a DataFrame of records as Parquet files with exactly the pool's
 row schema into a new directory of the pool (committed later, see
-:meth:`engine.lake.pools.Pool.commit_rows`); :func:`typed_envelope` parses the JSON text
+:meth:`engine.lake.pools.Pool.commit_rows`); :func:`typed_pool_records` parses the JSON text
 of keys and values into the topic's Spark types; :func:`spark_types_of` merges the types
 a pool records for its topics.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from engine.lake import delta
-from engine.lake.envelope import AVRO_TYPE, DEADLETTER_TYPE, MARKER_TYPE
+from engine.lake.pool_record import AVRO_TYPE, DEADLETTER_TYPE, MARKER_TYPE
 from engine.sparktypes import load_type, merge_optional, parse_json_column
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def write_files(pool: Location, df: DataFrame, label: str) -> list[delta.Written
     return delta.spark_output(pool, directory)
 
 
-def typed_envelope(
+def typed_pool_records(
     df: DataFrame, key_type: DataType | None, value_type: DataType | None
 ) -> DataFrame:
     """``seqno, kafka, key, value`` of pool rows, key and value parsed into the types."""
@@ -81,7 +81,7 @@ def spark_types_of(types: Iterable[TopicTypes]) -> tuple[DataType | None, DataTy
         key = merge_optional(key, load_type(t.key))
         value = merge_optional(value, load_type(t.value))
     # a field only ever null so far is NullType: Spark reads it as NULL, and types it
-    # once a value arrives (docs/design.md#pools-and-the-envelope)
+    # once a value arrives (docs/design.md#pools-and-their-records)
     return key, value
 
 

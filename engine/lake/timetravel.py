@@ -1,6 +1,6 @@
 """Time travel in ``zync query``: ``P VERSION AS OF 3`` and ``P TIMESTAMP AS OF '...'``.
 
-Every pool is a temporary view (a typed envelope over its Delta table), and Spark cannot
+Every pool is a temporary view (typed pool records over its Delta table), and Spark cannot
 time-travel a view. So before a query runs, :func:`find_travels` finds each reference
 ``<pool view> [FOR] VERSION|SYSTEM_VERSION AS OF <n>`` and ``<pool view> [FOR]
 TIMESTAMP|SYSTEM_TIME AS OF <literal>`` (outside string literals and comments:

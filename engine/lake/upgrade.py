@@ -6,13 +6,13 @@ The first is **nullable kafka fields**. Pools used to declare ``kafka.topic``,
 Marker rows have no ``kafka``, and delta-spark enforces a nested NOT NULL even where the
 parent is NULL (delta-io/delta#860): a user's ``OPTIMIZE`` (or DELETE, MERGE) of a
 staging pool failed with DELTA_NOT_NULL_CONSTRAINT_VIOLATED. New pools are created with
-:data:`engine.lake.envelope.TABLE_SCHEMA`; an older one gets the same schema in one
+:data:`engine.lake.pool_record.TABLE_SCHEMA`; an older one gets the same schema in one
 metadata-only commit (delta-rs cannot drop a nested NOT NULL directly: an overwrite whose
 predicate matches no row, with the new schema, removes no file and keeps the table's
 name, description and properties).
 
 The second is **staged Avro**: staging pools made before it have no
-``avro`` column (:data:`engine.lake.envelope.AVRO_FIELD`). Their rows keep a NULL there,
+``avro`` column (:data:`engine.lake.pool_record.AVRO_FIELD`). Their rows keep a NULL there,
 which to-kafka encodes from the JSON text as before.
 
 :func:`upgrade` makes whichever a pool needs in the same metadata-only commit.
@@ -30,7 +30,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
 
 from engine.lake.delta import arrow_schema
-from engine.lake.envelope import AVRO_FIELD, TABLE_SCHEMA
+from engine.lake.pool_record import AVRO_FIELD, TABLE_SCHEMA
 
 
 def needs_nullable_kafka(schema: pa.Schema) -> bool:

@@ -13,7 +13,7 @@ could not see in words (``error`` fields) instead of raising.
 * :mod:`engine.observe.lag` — lag in records and in time, and ingest rates;
 * :mod:`engine.observe.dead_letters` — the records from-kafka could not decode;
 * :mod:`engine.observe.etl_view` — the ETLs' cursors, counts and pending/expired listings;
-* :mod:`engine.observe.pools` — the pools a snapshot reads; :mod:`engine.observe.errors` —
+* :mod:`engine.observe.snapshot_pools` — the pools a snapshot reads; :mod:`engine.observe.errors` —
   errors in one line.
 
 Nothing here loads pyarrow, confluent-kafka, httpx or the ETL at import time: those

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.observe.pools import SnapshotPools, read_valid
 from engine.observe.reports import DeadLetter
+from engine.observe.snapshot_pools import SnapshotPools, read_valid
 
 if TYPE_CHECKING:
     from engine.lake.pools import Pool

@@ -3,7 +3,7 @@
 Per rule and input partition: the cursor, and how many records are processed (completion
 markers), pending and expired. The pending and expired records themselves come from the
 ETL module's own runner (:meth:`engine.etl.run.EtlRunner.pending` and ``expired``), with
-their full envelopes read back from the raw pools; they are listed again only when a
+their full full_records read back from the raw pools; they are listed again only when a
 pool the ETL reads moved.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import one_line
-from engine.observe.pools import SnapshotPools, read_valid
 from engine.observe.reports import EtlReport, EtlSnapshot, RecordRow
+from engine.observe.snapshot_pools import SnapshotPools, read_valid
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from engine.etl.run import EtlRunner
     from engine.lake.pools import Pool
 
-#: Pending/expired records shown with their full envelope (the rest: key and position).
-LISTING_ENVELOPES = 1000
+#: Pending/expired records shown with their full full_record (the rest: key and position).
+LISTING_FULL_RECORDS = 1000
 
 #: Pending and expired rows of one ETL, and why they could not be listed.
 Listings = tuple[tuple[RecordRow, ...], tuple[RecordRow, ...], str | None]
-#: A listed record's envelope by (topic, partition, offset) (None: the row had none).
-Envelopes = dict[tuple[str | None, int | None, int | None], dict[str, Any]]
+#: A listed record's full_record by (topic, partition, offset) (None: the row had none).
+FullRecords = dict[tuple[str | None, int | None, int | None], dict[str, Any]]
 
 
 class EtlView:
@@ -163,7 +163,7 @@ class EtlView:
 
     def _listings(self, config: EtlConfig, staging: Pool) -> Listings:
         """Pending and expired records through the ETL module's runner, with their full
-        envelopes from the raw pools; cached until a pool the ETL reads moves."""
+        full_records from the raw pools; cached until a pool the ETL reads moves."""
         versions: list[Any] = [config.name, staging.version]
         for name in config.raw_pools:
             try:
@@ -178,31 +178,31 @@ class EtlView:
             runner = self._runner(config)
             waiting = runner.pending()
             gone = runner.expired()
-            envelopes = self._envelopes(config, [*waiting, *gone])
+            full_records = self._full_records(config, [*waiting, *gone])
         except Exception as exc:  # noqa: BLE001 - shown in words on the ETL panel
             return (), (), f"cannot list pending/expired records: {one_line(exc, limit=300)}"
         result = (
-            tuple(record_row(config.name, r, "pending", envelopes) for r in waiting),
-            tuple(record_row(config.name, r, "expired", envelopes) for r in gone),
+            tuple(record_row(config.name, r, "pending", full_records) for r in waiting),
+            tuple(record_row(config.name, r, "expired", full_records) for r in gone),
             None,
         )
         self._listing_cache = {key: result}
         return result
 
-    def _envelopes(
+    def _full_records(
         self, config: EtlConfig, records: Sequence[PendingRecord | ExpiredRecord]
-    ) -> Envelopes:
-        """The raw-pool rows of listed records, as envelopes (key and value parsed)."""
+    ) -> FullRecords:
+        """The raw-pool rows of listed records, as full_records (key and value parsed)."""
         import pyarrow as pa  # deferred, like every heavy import of engine.observe
         import pyarrow.compute as pc
         import pyarrow.dataset as ds
 
         wanted: dict[str, list[int]] = {}
-        for record in records[:LISTING_ENVELOPES]:
+        for record in records[:LISTING_FULL_RECORDS]:
             seqno = getattr(record, "seqno", None)
             if seqno is not None:
                 wanted.setdefault(config.pool_of(record.topic), []).append(int(seqno))
-        out: Envelopes = {}
+        out: FullRecords = {}
         for pool_name, seqnos in wanted.items():
             pool = self.pools.pool(pool_name, "etl")
             low, high = min(seqnos), max(seqnos)
@@ -214,14 +214,14 @@ class EtlView:
                 kafka = dict(row["kafka"] or {})
                 if kafka.get("timestamp") is not None:
                     kafka["timestamp"] = kafka["timestamp"].isoformat()
-                envelope = {
+                full_record = {
                     "pool": pool_name,
                     "seqno": row["seqno"],
                     "kafka": kafka,
                     "key": _parse(row["key"]),
                     "value": _parse(row["value"]),
                 }
-                out[(kafka.get("topic"), kafka.get("partition"), kafka.get("offset"))] = envelope
+                out[(kafka.get("topic"), kafka.get("partition"), kafka.get("offset"))] = full_record
         return out
 
 
@@ -235,15 +235,15 @@ def _parse(text: str | None) -> Any:
 
 
 def record_row(
-    etl: str, record: PendingRecord | ExpiredRecord, status: str, envelopes: Envelopes
+    etl: str, record: PendingRecord | ExpiredRecord, status: str, full_records: FullRecords
 ) -> RecordRow:
     """A RecordRow from a :class:`engine.etl.result.PendingRecord` or ``ExpiredRecord``."""
     age = getattr(record, "age", None)
     seconds = age.total_seconds() if age is not None else None
-    envelope = envelopes.get((record.topic, record.partition, record.offset))
-    if envelope is None:  # not in the raw pool any more (or past the listing limit)
+    full_record = full_records.get((record.topic, record.partition, record.offset))
+    if full_record is None:  # not in the raw pool any more (or past the listing limit)
         timestamp = getattr(record, "timestamp", None)
-        envelope = {
+        full_record = {
             "kafka": {
                 "topic": record.topic,
                 "partition": record.partition,
@@ -262,5 +262,5 @@ def record_row(
         rule=record.rule or "(no rule)",
         age_seconds=seconds,
         status=status,
-        envelope=envelope,
+        full_record=full_record,
     )

@@ -2,7 +2,7 @@
 and the ETLs configured on it.
 
 It composes the parts of :mod:`engine.observe`: the pools each kind of snapshot reads
-(:mod:`~engine.observe.pools`), one Kafka probe (:mod:`~engine.observe.kafka_probe`), the
+(:mod:`~engine.observe.snapshot_pools`), one Kafka probe (:mod:`~engine.observe.kafka_probe`), the
 dead letters (:mod:`~engine.observe.dead_letters`), the topics snapshot
 (:mod:`~engine.observe.topics_view`), the ETL snapshot (:mod:`~engine.observe.etl_view`)
 and the tables snapshot (:mod:`~engine.observe.tables_view`).
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from engine.observe.dead_letters import DeadLetters
 from engine.observe.etl_view import EtlView
 from engine.observe.kafka_probe import KafkaProbe
-from engine.observe.pools import SnapshotPools
 from engine.observe.reports import DeadLetter, EtlReport, TopicsReport
+from engine.observe.snapshot_pools import SnapshotPools
 from engine.observe.tables_view import TablesReport, TablesView
 from engine.observe.topics_view import TopicsView
 

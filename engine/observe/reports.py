@@ -71,7 +71,7 @@ class DeadLetter:
     value_bytes: bytes | None
     seqno: int | None = None
 
-    def envelope(self) -> dict[str, Any]:
+    def full_record(self) -> dict[str, Any]:
         """The dead letter as JSON-able data (bytes shown as text when they are UTF-8)."""
         return {
             "pool": self.pool,
@@ -100,7 +100,7 @@ class EtlSnapshot:
 
 @dataclass(frozen=True)
 class RecordRow:
-    """A pending or expired input record, with its full envelope."""
+    """A pending or expired input record, with its full record."""
 
     etl: str
     topic: str
@@ -110,7 +110,7 @@ class RecordRow:
     rule: str
     age_seconds: float | None
     status: str
-    envelope: Mapping[str, Any] = field(default_factory=dict)
+    full_record: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

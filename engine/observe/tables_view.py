@@ -21,9 +21,9 @@ from engine.errors import one_line
 if TYPE_CHECKING:
     from engine.apply.loop import TableStatus
     from engine.etl.config import EtlConfig
+    from engine.lake.lake_tables import LakeTable
     from engine.lake.location import Location
     from engine.lake.pools import Lake, Pool
-    from engine.lake.tables import LakeTable
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class TablesView:
     def _wanted(self) -> list[tuple[str, Location, str, str, bool]]:
         """(name, location, output, staging pool, history) of the configured tables, then
         of the lake's other tables."""
-        from engine.lake.tables import lake_tables, table_location  # deferred: deltalake
+        from engine.lake.lake_tables import lake_tables, table_location  # deferred: deltalake
 
         found: dict[str, tuple[str, Location, str, str, bool]] = {}
         for config in self.etls:
@@ -114,7 +114,7 @@ class TablesView:
         self, name: str, where: Location, output: str, staging: str, history: bool
     ) -> TableSnapshot:
         from engine.lake import delta  # deferred: deltalake
-        from engine.lake.tables import applied_commit, open_table
+        from engine.lake.lake_tables import applied_commit, open_table
 
         base = TableSnapshot(name, output, staging, history, where.uri)
         try:

@@ -16,8 +16,8 @@ from engine.errors import one_line
 from engine.observe.dead_letters import DeadLetters
 from engine.observe.kafka_probe import KafkaProbe
 from engine.observe.lag import Rates, partition_lag
-from engine.observe.pools import SnapshotPools
 from engine.observe.reports import IN, OUT, TopicSnapshot, TopicsReport
+from engine.observe.snapshot_pools import SnapshotPools
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig

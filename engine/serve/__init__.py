@@ -7,7 +7,7 @@ versioned JSON status and control of their loops — on a Unix socket under the 
 
 * :mod:`~engine.serve.process` — what a process serves: its loops, observer and events;
 * :mod:`~engine.serve.health` — liveness (a wedged or failed loop) and readiness;
-* :mod:`~engine.serve.status` — the status document (schema :data:`~engine.serve.status.SCHEMA`);
+* :mod:`~engine.serve.status_document` — the status document (schema :data:`~engine.serve.status_document.SCHEMA`);
 * :mod:`~engine.serve.documents` — snapshots as JSON and back (the console reads them);
 * :mod:`~engine.serve.metrics` — the Prometheus exposition, from the loops' reports;
 * :mod:`~engine.serve.journal` — events and log lines since a cursor, JSON log lines;

@@ -32,7 +32,7 @@ from engine.serve.journal import Entry
 from engine.serve.metrics import Exposition
 from engine.serve.process import ControlError, ServedProcess
 from engine.serve.protocol import PEER
-from engine.serve.status import document, wanted_sections
+from engine.serve.status_document import document, wanted_sections
 
 #: The largest request body accepted, in bytes.
 MAX_BODY = 64 * 1024

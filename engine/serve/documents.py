@@ -1,6 +1,6 @@
 """The observer's snapshots (topics, ETL, dead letters, tables) and an ETL pass as JSON,
 and back: what the status document
-carries (:mod:`engine.serve.status`) and what the console rebuilds from it, so it renders
+carries (:mod:`engine.serve.status_document`) and what the console rebuilds from it, so it renders
 a remote pipeline with the same types as a local one. Bytes travel as base64."""
 
 from __future__ import annotations

@@ -126,8 +126,8 @@ class ApplyService(Service["tuple[TableStatus, ...]"]):
     def _run(self, stop: threading.Event) -> None:
         # deferred: the apply loop loads polars and delta-rs' merge
         from engine.apply.loop import BadOutput
+        from engine.lake.lake_tables import TableError
         from engine.lake.pool_errors import PoolError
-        from engine.lake.tables import TableError
 
         applier = self.applier()
         applier.on_step = self.heartbeat.beat  # a long catch-up makes progress per commit

@@ -3,7 +3,7 @@
 
 A delivery's events become the service's (``delivered`` ones are counted as commits);
 the first delivery that fails stops the others and fails the service. ``detail`` is the
-tuple of every delivery's :class:`engine.deliver.status.DeliveryStatus`.
+tuple of every delivery's :class:`engine.deliver.status_board.DeliveryStatus`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from engine.spark import SparkSource, spark_factory
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.deliver.loop import Delivery, Output
-    from engine.deliver.status import DeliveryEvent, DeliveryStatus
+    from engine.deliver.loop import Delivery, DeliveryOutput
+    from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
     from engine.lake.pools import Lake
     from engine.settings.kafka import KafkaProfile
     from engine.settings.registry import RegistryProfile
@@ -58,7 +58,7 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
 
     def __init__(
         self,
-        outputs: Iterable[Output],
+        outputs: Iterable[DeliveryOutput],
         lake: Lake,
         *,
         kafka: KafkaProfile,

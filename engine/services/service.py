@@ -7,7 +7,7 @@ answers :meth:`Service.status` from any thread with a :class:`ServiceStatus` sna
 :class:`Commit`, a recent rate, the last error, and ``detail``, the wrapped loop's own
 snapshot (:data:`ServiceDetail`: :class:`engine.ingest.stats.IngestStats`, the last
 :class:`engine.etl.result.PassResult`, a tuple of
-:class:`engine.deliver.status.DeliveryStatus`, a tuple of
+:class:`engine.deliver.status_board.DeliveryStatus`, a tuple of
 :class:`engine.apply.loop.TableStatus`).
 
 Listeners (``on_event``) receive a :class:`ServiceEvent` per thing that happened — a
@@ -38,7 +38,7 @@ from engine.services.report import EventHistogram, LoopReport
 
 if TYPE_CHECKING:
     from engine.apply.loop import TableStatus
-    from engine.deliver.status import DeliveryStatus
+    from engine.deliver.status_board import DeliveryStatus
     from engine.etl.result import PassResult
     from engine.ingest.stats import IngestStats
 

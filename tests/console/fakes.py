@@ -27,7 +27,7 @@ from zync_tui.console.backend import LogEntry, LoopView
 T0 = 1_763_780_400.0  # 2025-11-22 03:00:00 UTC
 
 
-def envelope(topic: str, offset: int, key: dict, after: dict, op: str = "c") -> dict:
+def full_record(topic: str, offset: int, key: dict, after: dict, op: str = "c") -> dict:
     return {
         "seqno": offset,
         "kafka": {"topic": topic, "partition": 0, "offset": offset, "timestamp": "2025-11-22T02:59:00Z"},
@@ -45,7 +45,7 @@ DAN = RecordRow(
     rule="new-invoice",
     age_seconds=42.0,
     status="pending",
-    envelope=envelope("Invoices", 3, {"ID": 103}, {"ID": 103, "customer": "Dan", "item": "beans"}),
+    full_record=full_record("Invoices", 3, {"ID": 103}, {"ID": 103, "customer": "Dan", "item": "beans"}),
 )
 EVE = RecordRow(
     etl="invoices",
@@ -56,7 +56,7 @@ EVE = RecordRow(
     rule="new-invoice",
     age_seconds=7300.0,
     status="expired",
-    envelope=envelope("Invoices", 4, {"ID": 104}, {"ID": 104, "customer": "Eve", "item": "salsa"}),
+    full_record=full_record("Invoices", 4, {"ID": 104}, {"ID": 104, "customer": "Eve", "item": "salsa"}),
 )
 
 

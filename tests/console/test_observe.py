@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine.lake.envelope import ROW_SCHEMA
+from engine.lake.pool_record import ROW_SCHEMA
 from engine.lake.pools import RAW, Lake
 from engine.observe.kafka_probe import source_ts_ms
 from engine.observe.observer import Observer
@@ -109,7 +109,7 @@ def test_topic_snapshot_against_the_broker_and_a_raw_pool(broker, tmp_path: Path
 
         (letter,) = observer.dead_letters("Raw")
         assert (letter.topic, letter.offset, letter.stage) == (topic, 1, "decode")
-        assert letter.envelope()["value_bytes"] == "{oops"
+        assert letter.full_record()["value_bytes"] == "{oops"
     finally:
         observer.close()
 

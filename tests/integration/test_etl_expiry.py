@@ -138,7 +138,7 @@ def test_expired_bundle_and_denorm_row(spark, lake, tmp_path: Path) -> None:
          ("items", 0, "order-bundle"), ("orders", 0, "order-bundle")]
     )
     ann = next(r for r in gone if r.topic == "customers")
-    assert json.loads(ann.value) == {"id": 1, "name": "Ann"}  # the full envelope
+    assert json.loads(ann.value) == {"id": 1, "name": "Ann"}  # the full record
     assert ann.key == '{"id": 1}'
     assert ann.age is not None
     assert ann.age.total_seconds() == 70 * 60

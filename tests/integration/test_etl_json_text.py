@@ -1,4 +1,4 @@
-"""The JSON text a pass writes for an output key or value (engine.etl.envelopes): what
+"""The JSON text a pass writes for an output key or value (engine.etl.typed_records): what
 Spark's to_json gives a struct, and the bare JSON of a scalar (an integer key of a Kafka
 Connect topic, say), NULL staying NULL (a tombstone)."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from engine.etl.envelopes import json_text_sql
+from engine.etl.typed_records import json_text_sql
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.lake.appends import AppendResult
-from engine.lake.envelope import record_rows
+from engine.lake.pool_record import record_rows
 from engine.lake.pools import Lake, Pool
 from engine.lake.topic_types import TopicTypes
 

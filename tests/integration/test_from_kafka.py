@@ -24,8 +24,8 @@ from engine.ingest.options import IngestInput, IngestOptions, load_inputs
 from engine.kafka import clients
 from engine.kafka.codecs import avro
 from engine.kafka.registry_client import RegistrySchemas
+from engine.lake.batch_shaper import ShaperError
 from engine.lake.pools import Lake
-from engine.lake.shaper import ShaperError
 from engine.settings.kafka import KafkaProfile
 from engine.settings.registry import RegistryProfile
 from tests.fixtures import debezium as dbz

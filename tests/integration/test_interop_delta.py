@@ -268,7 +268,7 @@ def test_a_staging_pool_of_an_earlier_zync_is_upgraded_so_delta_spark_can_optimi
 
     from engine.etl.markers import marker_rows
     from engine.lake import delta
-    from engine.lake.envelope import POOL_SCHEMA, record_rows
+    from engine.lake.pool_record import POOL_SCHEMA, record_rows
     from engine.lake.pools import STAGING, Pool
     from tests.fixtures.legacy_pools import legacy_description
 

@@ -12,8 +12,8 @@ from deltalake import DeltaTable, write_deltalake
 from typer.testing import CliRunner
 
 from engine.lake import maintenance
-from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
 from engine.lake.pool_errors import NotAPool, PoolError, PoolNotFound
+from engine.lake.pool_record import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
 from engine.lake.pools import Lake
 from engine.lake.topic_types import TopicTypes
 

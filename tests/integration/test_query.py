@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from engine.kafka.codecs import avro
 from engine.kafka.typemap.to_spark import avro_to_spark
-from engine.lake.envelope import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
+from engine.lake.pool_record import DEADLETTER_TYPE, KAFKA_TYPE, MARKER_TYPE, ROW_SCHEMA
 from engine.lake.pools import Lake
 from engine.lake.query import QueryError, query, register_pools
 from engine.lake.topic_types import TopicTypes

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from engine.etl.envelopes import json_text_sql, parse_json_sql
 from engine.etl.rowwise.datatypes import parse_type
 from engine.etl.rowwise.java_numbers import double_text, float_text, to_float32
 from engine.etl.rowwise.json_read import parse_json
 from engine.etl.rowwise.json_write import json_text
 from engine.etl.rowwise.unsupported import Unsupported
+from engine.etl.typed_records import json_text_sql, parse_json_sql
 from tests.rowwise_corpus import (
     ValueMaker,
     debezium_key_type,

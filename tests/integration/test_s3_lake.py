@@ -16,8 +16,8 @@ from deltalake import DeltaTable
 
 from engine.lake import maintenance
 from engine.lake.commit_guard import LakeAccessError, UnsafeLakeError, forget_probes
-from engine.lake.envelope import POOL_SCHEMA
 from engine.lake.location import resolve_lake
+from engine.lake.pool_record import POOL_SCHEMA
 from engine.lake.pools import Lake
 from engine.settings.errors import ConfigError
 from tests.integration.test_pools import rows

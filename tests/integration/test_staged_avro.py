@@ -31,11 +31,11 @@ from deltalake import DeltaTable
 
 from engine.api import EtlRunner, load_config
 from engine.deliver.encode import AvroPart, PartCodec
-from engine.etl.envelopes import avro_bodies_sql, json_text_sql
+from engine.etl.typed_records import avro_bodies_sql, json_text_sql
 from engine.kafka.codecs.formats import Format
 from engine.kafka.typemap.from_spark import spark_writes_avro
 from engine.lake import delta
-from engine.lake.envelope import TABLE_SCHEMA, record_rows
+from engine.lake.pool_record import TABLE_SCHEMA, record_rows
 from engine.lake.pools import Lake
 from engine.lake.topic_types import TopicTypes
 from tests.fixtures.legacy_pools import legacy_description
@@ -383,7 +383,7 @@ def test_rules_of_different_types_write_bodies_in_the_topics_merged_type(
 def test_conform_carries_a_rules_values_into_the_merged_type(spark) -> None:
     from pyspark.sql import types as T
 
-    from engine.etl.envelopes import conform_sql
+    from engine.etl.typed_records import conform_sql
     from engine.sparktypes import merge_spark_types
 
     narrow = T.StructType(

@@ -28,8 +28,8 @@ from deltalake import DeltaTable
 
 from engine.api import Applier, Lake, TopicTypes, load_config, record_rows
 from engine.lake.delta import TableNotFoundError, arrow_schema, open_table, parquet_dataset
+from engine.lake.lake_tables import PROCESS, applied_commit
 from engine.lake.location import Location, parse_location
-from engine.lake.tables import PROCESS, applied_commit
 from tests.crash import kill_at_random_moments
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=90)]

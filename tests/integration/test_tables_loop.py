@@ -202,7 +202,7 @@ def test_the_apply_service_in_the_status_document_and_the_metrics(lake) -> None:
     status document's tables section, its lag and positions as metrics."""
     from engine.api import ApplyService, Observer, ServedProcess
     from engine.serve.metrics import Exposition
-    from engine.serve.status import document
+    from engine.serve.status_document import document
 
     _, staging = make_pools(lake)
     config = demo([{"name": "invoices", "from": "NewInvoices", "keys": ["ID"]}])

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from engine.lake.envelope import ROW_SCHEMA
+from engine.lake.pool_record import ROW_SCHEMA
 from engine.lake.pools import Lake, Pool
 from engine.lake.topic_types import TopicTypes
 

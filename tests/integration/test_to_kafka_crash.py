@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from engine.lake.envelope import ROW_SCHEMA
+from engine.lake.pool_record import ROW_SCHEMA
 from tests.integration.test_debezium import payload, sink
 from tests.integration.test_differential import (
     _plain,

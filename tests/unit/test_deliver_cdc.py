@@ -19,7 +19,7 @@ from engine.deliver.envelopes.materialize import MaterializeEnvelope, materializ
 from engine.deliver.ledger import Ledger
 from engine.deliver.positions import PoolIdentity, Position
 from engine.deliver.rows import Batch, Rows
-from engine.deliver.status import DeliveryStatus, StatusBoard
+from engine.deliver.status_board import DeliveryStatus, StatusBoard
 from engine.kafka.codecs.formats import Format
 
 IDENTITY = PoolIdentity("table-1", "Staging")

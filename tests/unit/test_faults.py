@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from engine.deliver.errors import DeliveryError, DeliveryFenced
 from engine.deliver.faults import ABORT, RENEW, Faults, StoppedWaiting, Wedged
-from engine.deliver.status import DeliveryEvent, DeliveryStatus, StatusBoard
+from engine.deliver.status_board import DeliveryEvent, DeliveryStatus, StatusBoard
 from engine.ingest.buffer import Batch
 from engine.ingest.faults import KafkaWatch, RegistryWait
 from engine.ingest.stages import Stages

@@ -165,7 +165,7 @@ def expired(
     limit: LimitOpt = 1000,
     spark_master: SparkMasterOption = None,
 ) -> None:
-    """List input records the ETL gave up on (expire-after), with their envelope."""
+    """List input records the ETL gave up on (expire-after), with their full record."""
     with user_errors():
         records = _runner(config, lake, spark_master, spark_now=False).expired(limit=limit or None)
         _print_records("expired", records, limit, as_json=as_json, with_value=True)

@@ -279,7 +279,7 @@ class ZyncConsole(App[None]):
     def on_records_panel_opened(self, message: RecordsPanel.Opened) -> None:
         r = message.record
         title = f"{r.status} record {r.topic}[{r.partition}]@{r.offset} · rule {r.rule}"
-        self.push_screen(RecordScreen(title, dict(r.envelope)))
+        self.push_screen(RecordScreen(title, dict(r.full_record)))
 
     def action_help(self) -> None:
         notes = "Read-only: start, stop and ETL passes are disabled." if self.backend.read_only else ""

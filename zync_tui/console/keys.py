@@ -52,7 +52,7 @@ KEYS: list[Key] = [
     Key("pending/expired", "/", "filter the table", "filter", "slash", ""),
     Key("pending/expired", "Esc", "clear the filter", "clear_filter", "escape", ""),
     Key("pending/expired", "s / S", "sort by the next column / reverse", "sort", "s", ""),
-    Key("pending/expired", "Enter", "show the record's full envelope (pretty JSON)", "", "", ""),
+    Key("pending/expired", "Enter", "show the full record (pretty JSON)", "", "", ""),
 ]
 
 BINDINGS: list[BindingType] = [

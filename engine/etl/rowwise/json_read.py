@@ -1,5 +1,5 @@
 """JSON text read into values exactly as Spark reads it where a pool's text is typed
-(:func:`engine.etl.envelopes.parse_json_sql`): ``from_json(text, type,
+(:func:`engine.etl.typed_records.parse_json_sql`): ``from_json(text, type,
 map('mode', 'PERMISSIVE'))`` for structs, arrays and maps, and for a scalar
 ``get_json_object('{"v":' || text || '}', '$.v')`` cast to the type.
 

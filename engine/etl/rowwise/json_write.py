@@ -1,6 +1,6 @@
 """Values written as JSON text, byte for byte as Spark writes them: ``to_json(x,
 map('ignoreNullFields', 'false'))`` for structs, arrays and maps, and the bare JSON of a
-scalar that :func:`engine.etl.envelopes.json_text_sql` cuts out of ``{"v":...}``.
+scalar that :func:`engine.etl.typed_records.json_text_sql` cuts out of ``{"v":...}``.
 
 Spark writes through Jackson: fields in order, NULL fields as ``null``, strings with
 ``"``, ``\\`` and the control characters escaped (``\\n`` and its kind, else
@@ -169,7 +169,7 @@ def to_json(value: Any, data_type: DataType, time_zone: str = "UTC") -> str | No
 
 def json_text(value: Any, data_type: DataType | None, time_zone: str = "UTC") -> str | None:
     """The JSON text a pass writes for an output key or value of ``data_type``
-    (:func:`engine.etl.envelopes.json_text_sql`): NULL stays NULL, as does every value
+    (:func:`engine.etl.typed_records.json_text_sql`): NULL stays NULL, as does every value
     of an unknown or NULL type; a scalar is its bare JSON."""
     if value is None or data_type is None:
         return None

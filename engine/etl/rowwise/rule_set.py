@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.etl.config import DenormRule, EtlConfig, Rule, StatelessRule
-from engine.etl.envelopes import TopicTypes, envelope_schema, value_known
 from engine.etl.plan_context import NO_RULE, ORDER_COLUMNS
 from engine.etl.rowwise.analysed import analysed
 from engine.etl.rowwise.datatypes import DataType, parse_type
@@ -26,6 +25,7 @@ from engine.etl.rowwise.rule_predicate import RowPredicate, compile_predicate
 from engine.etl.rowwise.rule_select import RowSelect, compile_select
 from engine.etl.rowwise.unsupported import UNFORESEEN, Unsupported, unforeseen
 from engine.etl.sql import wrap_select
+from engine.etl.typed_records import TopicTypes, typed_record_schema, value_known
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -213,7 +213,7 @@ def _compile_rule(
         raise Unsupported("an input topic's types are not known yet")
 
     def empty(topic: str) -> DataFrame:
-        return spark.createDataFrame([], envelope_schema(types[topic]))
+        return spark.createDataFrame([], typed_record_schema(types[topic]))
 
     where = {
         topic: None

@@ -1,1 +1,1 @@
-"""Modal screens: help, a record's envelope, dead letters."""
+"""Modal screens: help, a full record, dead letters."""

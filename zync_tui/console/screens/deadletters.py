@@ -76,7 +76,7 @@ class DeadLettersScreen(ModalScreen[None]):
         event.stop()
         for d in self.letters:
             if f"{d.pool}:{d.topic}:{d.partition}:{d.offset}" == event.row_key.value:
-                self.app.push_screen(RecordScreen(f"dead letter {d.topic}[{d.partition}]@{d.offset}", d.envelope()))
+                self.app.push_screen(RecordScreen(f"dead letter {d.topic}[{d.partition}]@{d.offset}", d.full_record()))
                 return
 
     def action_sort(self) -> None:

@@ -1,4 +1,4 @@
-"""A record's full envelope as pretty JSON."""
+"""A record's full record as pretty JSON."""
 
 from __future__ import annotations
 

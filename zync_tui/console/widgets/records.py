@@ -43,7 +43,7 @@ class RecordsPanel(Vertical):
 
     @dataclass
     class Opened(Message):
-        """Enter on a row: show its full envelope."""
+        """Enter on a row: show its full record."""
 
         record: RecordRow
 

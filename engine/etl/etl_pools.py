@@ -18,8 +18,8 @@ from engine.etl.check import check_rules
 from engine.etl.check_cache import RuleCheckCache
 from engine.etl.config import EtlConfig, EtlConfigError, TxnRule
 from engine.etl.cursors import Positions
-from engine.etl.envelopes import TopicTypes
-from engine.etl.tables import check_tables
+from engine.etl.table_checks import check_tables
+from engine.etl.typed_records import TopicTypes
 from engine.lake.pool_errors import PoolError
 from engine.lake.pools import RAW, STAGING, Lake, Pool
 from engine.lake.topic_types import TopicTypes as PoolTypes

@@ -1,7 +1,7 @@
 """Shapers: a Spark SQL SELECT that reshapes records before from-kafka commits them.
 
 ``zync from-kafka --shaper FILE.sql`` runs the file's SELECT over the view ``batch``,
-which holds one topic's records of the batch as the typed envelope
+which holds one topic's records of the batch as the typed pool record
 ``kafka struct<topic, partition, offset, timestamp>, key, value`` (key and value parsed
 with the types of their schema, so ``value.after.ID`` works). The SELECT returns the rows
 to store, with the columns ``kafka``, ``key`` and ``value``::
@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ZyncError
-from engine.lake.envelope import KAFKA_TYPE, record_rows
+from engine.lake.pool_record import KAFKA_TYPE, record_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,7 +62,7 @@ class ShaperError(ZyncError):
 class ShapeResult:
     """A shaped batch.
 
-    ``rows``: the output as :data:`~engine.lake.envelope.ROW_SCHEMA` rows (key and value
+    ``rows``: the output as :data:`~engine.lake.pool_record.ROW_SCHEMA` rows (key and value
     as JSON text), in input order; ``index``: for each output row, the input row it came
     from; ``failures``: (input row, error text) of the records the shaper failed on;
     ``key_type``/``value_type``: the Spark types of the output's key and value.

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING
 
 from engine.etl.config import EtlConfig, EtlConfigError, Table
 from engine.lake import delta
+from engine.lake.lake_tables import TableError, open_table, table_location
 from engine.lake.pool_errors import PoolError
 from engine.lake.pools import Lake
 from engine.lake.table_schema import key_problem, key_type_change, name_problem, value_fields
-from engine.lake.tables import TableError, open_table, table_location
 from engine.sparktypes import merge_optional
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructField
 
     from engine.etl.checked import Checked
-    from engine.etl.envelopes import TopicTypes
+    from engine.etl.typed_records import TopicTypes
 
 
 def check_tables(

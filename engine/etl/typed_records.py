@@ -1,4 +1,4 @@
-"""Input records as Spark sees them in a rule: the pool envelope (``seqno, kafka, key,
+"""Input records as Spark sees them in a rule: the pool record (``seqno, kafka, key,
 value``) with key and value JSON text parsed into the topic's Spark types, and values
 turned back into JSON text on the executors.
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from engine.etl.sql import ident, quote
 from engine.lake.delta import spark_schema
-from engine.lake.envelope import POOL_SCHEMA
+from engine.lake.pool_record import POOL_SCHEMA
 from engine.sparktypes import merge_spark_types
 
 if TYPE_CHECKING:
@@ -28,8 +28,8 @@ def kafka_type() -> StructType:
     return spark_schema(POOL_SCHEMA)["kafka"].dataType  # type: ignore[return-value]
 
 
-def envelope_schema(types: TopicTypes) -> StructType:
-    """The typed envelope: ``seqno, kafka, key, value`` with the topic's types."""
+def typed_record_schema(types: TopicTypes) -> StructType:
+    """The typed pool record: ``seqno, kafka, key, value`` with the topic's types."""
     from pyspark.sql import types as T  # deferred: pyspark
 
     key_type, value_type = types
@@ -111,7 +111,7 @@ def avro_bodies_sql(
     value_type: DataType | None,
     written: TopicTypes | None = None,
 ) -> str:
-    """SQL for an output's ``avro`` column (:data:`engine.lake.envelope.AVRO_TYPE`): its
+    """SQL for an output's ``avro`` column (:data:`engine.lake.pool_record.AVRO_TYPE`): its
     key and value as Avro bodies, written by Spark's ``to_avro`` (docs/design.md#staged-avro)
     with the schema to-kafka derives from the type ``written`` records for the output
     topic (the merge of the types its rules write; default: the rule's own), and that

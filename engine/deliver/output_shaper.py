@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.deliver.errors import DeliveryError
-from engine.lake.envelope import POOL_SCHEMA
+from engine.lake.pool_record import POOL_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -119,7 +119,7 @@ class Shaper:
         # deferred: pyspark, and the ETL package behind json_text
         from pyspark.sql import functions as F
 
-        from engine.etl.envelopes import json_text
+        from engine.etl.typed_records import json_text
 
         low = pc.min(table.column("offset")).as_py()
         high = pc.max(table.column("offset")).as_py()
