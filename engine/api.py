@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     )
     from engine.chart.build import ChartPlan, plan_chart, write_chart
     from engine.chart.values import ChartError
-    from engine.deliver.loop import DeliveryOutput, config_outputs, deliver_outputs
+    from engine.deliver.loop import DeliveryOutput, deliver_outputs
     from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
     from engine.durations import format_seconds, parse_seconds
     from engine.errors import ZyncError, one_line
@@ -149,6 +149,7 @@ if TYPE_CHECKING:
     from engine.services.deliver import ToKafkaService
     from engine.services.etl import ETL_INTERVAL, EtlService
     from engine.services.ingest import FromKafkaService
+    from engine.services.outputs import config_outputs
     from engine.services.pipeline import AnyService, Pipeline
     from engine.services.service import (
         FAILED,

@@ -153,3 +153,19 @@ def merge_spark_types(a: DataType, b: DataType) -> DataType:
             return T.DecimalType(integral + scale, scale)
         return T.StringType()
     return T.StringType()
+
+
+def json_text(column: Column, data_type: DataType) -> Column:
+    """JSON text of a column on the executors (NULL stays NULL: a tombstone)."""
+    from pyspark.sql import functions as F  # deferred: pyspark
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    if isinstance(data_type, T.NullType):
+        return F.lit(None).cast("string")
+    keep_nulls = {"ignoreNullFields": "false"}  # a NULL column is written as null
+    if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
+        return F.to_json(column, keep_nulls)
+    wrapped = F.to_json(F.struct(column.alias("v")), keep_nulls)
+    return F.when(column.isNull(), F.lit(None).cast("string")).otherwise(
+        F.regexp_extract(wrapped, r'^\{"v":(.*)\}$', 1)
+    )

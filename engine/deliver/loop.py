@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.deliver.envelopes import DEFAULT, envelope_named
+from engine.deliver.envelopes import envelope_named
 from engine.deliver.envelopes.base import Envelope, Parts
 from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import StoppedWaiting
@@ -31,11 +31,11 @@ from engine.deliver.status_board import DeliveryEvent, DeliveryStatus, StatusBoa
 from engine.errors import ZyncError
 from engine.heartbeat import Heartbeat
 from engine.kafka.codecs.formats import Format
+from engine.kafka.envelope_names import DEFAULT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.etl.config import EtlConfig
     from engine.lake.pools import Lake, Pool
     from engine.settings.kafka import KafkaProfile
     from engine.settings.registry import RegistryProfile
@@ -56,11 +56,6 @@ class DeliveryOutput:
     topic: str
     envelope: str | None = None
     staged: str | None = None
-
-
-def config_outputs(config: EtlConfig) -> list[DeliveryOutput]:
-    """The outputs an ETL configuration delivers, each in its configured envelope."""
-    return [DeliveryOutput(o.pool, o.topic, o.envelope, o.from_) for o in config.outputs]
 
 
 class Delivery:

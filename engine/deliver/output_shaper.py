@@ -116,10 +116,10 @@ class Shaper:
         """Rows (offset, key, value[, time]) reshaped by the shaper, if there is one."""
         if self.sql is None or not table.num_rows:
             return table
-        # deferred: pyspark, and the ETL package behind json_text
+        # deferred: pyspark
         from pyspark.sql import functions as F
 
-        from engine.etl.typed_records import json_text
+        from engine.sparktypes import json_text
 
         low = pc.min(table.column("offset")).as_py()
         high = pc.max(table.column("offset")).as_py()

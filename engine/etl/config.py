@@ -105,6 +105,7 @@ from pydantic import (
 
 from engine.durations import parse_timedelta
 from engine.errors import ZyncError
+from engine.kafka.envelope_names import envelope_name
 
 DEBEZIUM = "debezium"
 #: The columns a history table (``history: true``) adds to the output's fields.
@@ -152,10 +153,7 @@ class Output(Endpoint):
     def _envelope(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        # deferred: the envelopes import the codecs (pyarrow, fastavro)
-        from engine.deliver.envelopes import envelope_named
-
-        return envelope_named(value).name
+        return envelope_name(value)
 
     @field_validator("from_")
     @classmethod

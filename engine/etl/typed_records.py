@@ -18,7 +18,6 @@ from engine.lake.pool_record import POOL_SCHEMA
 from engine.sparktypes import merge_spark_types
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
     from pyspark.sql.types import DataType, StructType
 
 TopicTypes = tuple["DataType | None", "DataType | None"]
@@ -40,22 +39,6 @@ def typed_record_schema(types: TopicTypes) -> StructType:
             T.StructField("key", key_type or T.StringType(), True),
             T.StructField("value", value_type or T.StringType(), True),
         ]
-    )
-
-
-def json_text(column: Column, data_type: DataType) -> Column:
-    """JSON text of a column on the executors (NULL stays NULL: a tombstone)."""
-    from pyspark.sql import functions as F  # deferred: pyspark
-    from pyspark.sql import types as T  # deferred: pyspark
-
-    if isinstance(data_type, T.NullType):
-        return F.lit(None).cast("string")
-    keep_nulls = {"ignoreNullFields": "false"}  # a NULL column is written as null
-    if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
-        return F.to_json(column, keep_nulls)
-    wrapped = F.to_json(F.struct(column.alias("v")), keep_nulls)
-    return F.when(column.isNull(), F.lit(None).cast("string")).otherwise(
-        F.regexp_extract(wrapped, r'^\{"v":(.*)\}$', 1)
     )
 
 
@@ -88,7 +71,7 @@ def typed_sql(types: TopicTypes) -> str:
 
 def json_text_sql(expr: str, data_type: DataType | None) -> str:
     """SQL for the JSON text of ``expr`` (NULL stays NULL: a tombstone); what
-    :func:`json_text` does as a Column."""
+    :func:`engine.sparktypes.json_text` does as a Column."""
     # deferred: pyspark
     from pyspark.sql import types as T
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from engine.errors import one_line
+from engine.kafka.envelope_names import DEFAULT
 from engine.observe.dead_letters import DeadLetters
 from engine.observe.kafka_probe import KafkaProbe
 from engine.observe.lag import Rates, partition_lag
@@ -119,9 +120,6 @@ class TopicsView:
 
     def _outputs(self) -> list[_Output]:
         """Every ETL output: its topic, the staging topic it carries, pool, ETL, envelope."""
-        # deferred: the envelopes import the codecs (pyarrow, fastavro)
-        from engine.deliver.envelopes import DEFAULT
-
         return [
             _Output(o.topic, o.staged, o.pool, config.name, o.envelope or DEFAULT)
             for config in self.etls

@@ -17,6 +17,7 @@ from engine.services.apply import ApplyService
 from engine.services.deliver import ToKafkaService
 from engine.services.etl import ETL_INTERVAL, EtlService
 from engine.services.ingest import FromKafkaService
+from engine.services.outputs import config_outputs
 from engine.services.service import (
     FAILED,
     Service,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 #: Any of a pipeline's services, as :attr:`Pipeline.services` lists them.
 AnyService: TypeAlias = Service[ServiceDetail]
+
 
 
 class Pipeline:
@@ -71,7 +73,6 @@ class Pipeline:
         create_pools: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
-        from engine.deliver.loop import config_outputs  # deferred: the codecs (pyarrow)
         from engine.etl.config_file import load_config  # deferred: engine.etl loads deltalake
 
         self.config_path = Path(config_path)

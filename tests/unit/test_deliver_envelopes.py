@@ -30,3 +30,12 @@ def test_the_cli_offers_every_envelope() -> None:
     from zync_tui.commands.deliver import EnvelopeChoice
 
     assert [e.value for e in EnvelopeChoice] == list(envelope_classes())
+
+
+def test_every_envelope_module_is_named_where_the_configuration_reads_the_names() -> None:
+    """The configuration checks an output's envelope against ENVELOPES (engine.kafka, so
+    the ETL never imports to-kafka); to-kafka's modules are exactly those."""
+    from engine.deliver.envelopes import envelope_classes
+    from engine.kafka.envelope_names import ENVELOPES
+
+    assert tuple(envelope_classes()) == ENVELOPES

@@ -2,7 +2,9 @@
 
 A module of this package defines a subclass of
 :class:`~engine.deliver.envelopes.base.Envelope` and names it ``ENVELOPE``; the
-envelope's ``name`` is its ``--envelope`` value. Adding an envelope is adding a module.
+envelope's ``name`` is its ``--envelope`` value, one of
+:data:`engine.kafka.envelope_names.ENVELOPES`. Adding an envelope is adding a module
+and its name there.
 A module without ``ENVELOPE`` is a part envelopes share (``images``: the latest value
 per key).
 """
@@ -14,9 +16,7 @@ import pkgutil
 from functools import cache
 
 from engine.deliver.envelopes.base import Envelope
-
-#: The envelope used when none is named (listed first).
-DEFAULT = "jdbc"
+from engine.kafka.envelope_names import DEFAULT, envelope_name
 
 
 @cache
@@ -35,10 +35,4 @@ def envelope_classes() -> dict[str, type[Envelope]]:
 
 def envelope_named(text: str) -> type[Envelope]:
     """The envelope called ``text`` (case and spaces ignored); ValueError if none is."""
-    classes = envelope_classes()
-    wanted = text.strip().lower()
-    if wanted in classes:
-        return classes[wanted]
-    names = list(classes)
-    choices = " or ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " or " + names[-1]
-    raise ValueError(f"unknown envelope {text!r}: use {choices}")
+    return envelope_classes()[envelope_name(text)]
