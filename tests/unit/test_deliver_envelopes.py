@@ -27,7 +27,7 @@ def test_an_unknown_envelope_names_the_known_ones() -> None:
 def test_the_cli_offers_every_envelope() -> None:
     """`--envelope` lists its choices without importing the envelopes (heavy): the list
     is written out, and must name every envelope module."""
-    from zync_tui.commands.deliver import EnvelopeChoice
+    from zync_tui.long_running import EnvelopeChoice
 
     assert [e.value for e in EnvelopeChoice] == list(envelope_classes())
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from zync_tui.commands import standalone_app
-from zync_tui.commands.deliver import resolve_lake, status_line, stop_on_signals
 from zync_tui.commands.serving import (
     ApiOptions,
     HttpOption,
@@ -27,6 +26,7 @@ from zync_tui.commands.serving import (
     serving,
 )
 from zync_tui.errors import UserError, lake_errors
+from zync_tui.long_running import staged_lake, status_line, stop_on_signals
 from zync_tui.options import LakeOption
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _apply(
     etl = load_config(config)
     if not etl.tables:
         raise UserError(f"{config}: no `tables:` to apply")
-    the_lake = resolve_lake(lake)
+    the_lake = staged_lake(lake)
     if not continuous:
         _apply_once(etl, the_lake, versions_per_commit)
         return

@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from zync_tui.commands import standalone_app
-from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.commands.serving import (
     ApiOptions,
     HttpOption,
@@ -33,6 +32,7 @@ from zync_tui.commands.serving import (
     WedgedAfterOption,
     serving,
 )
+from zync_tui.connection import Connection, with_connection
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError, lake_errors
 from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from zync_tui.commands.kafka import Connection, with_connection
+from zync_tui.connection import Connection, with_connection
 from zync_tui.errors import UserError
 
 notes = Console(stderr=True, highlight=False, soft_wrap=True)

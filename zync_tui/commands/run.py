@@ -18,15 +18,6 @@ import typer
 
 from zync_tui.commands import standalone_app
 from zync_tui.commands.apply import VersionsOption
-from zync_tui.commands.deliver import (
-    ENVELOPE_HELP,
-    EnvelopeChoice,
-    OutputFormat,
-    TakeOverOption,
-    resolve_lake,
-    stop_on_signals,
-)
-from zync_tui.commands.kafka import Connection, with_connection
 from zync_tui.commands.serving import (
     ApiOptions,
     HttpOption,
@@ -39,8 +30,17 @@ from zync_tui.commands.serving import (
     WedgedAfterOption,
     serving,
 )
+from zync_tui.connection import Connection, with_connection
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError
+from zync_tui.long_running import (
+    ENVELOPE_HELP,
+    EnvelopeChoice,
+    OutputFormat,
+    TakeOverOption,
+    staged_lake,
+    stop_on_signals,
+)
 from zync_tui.options import LakeOption, open_lake, spark_session
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def run(
     if workers_group is not None and not workers_group.strip():
         raise UserError("--workers-group: give a consumer group name")
     # the lake before Spark: an S3 lake gives the session its s3a settings
-    the_lake = resolve_lake(lake) if lake is not None else open_lake(None, create=True)
+    the_lake = staged_lake(lake) if lake is not None else open_lake(None, create=True)
     registry = conn.registry(required=fmt is OutputFormat.avro)
     lines = Lines(log_format)
 

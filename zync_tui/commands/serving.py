@@ -155,7 +155,7 @@ class Lines:
 
             self._write(json_line(event_entry(event), self.pipeline))
         else:
-            from zync_tui.commands.deliver import status_line
+            from zync_tui.long_running import status_line
 
             status_line(f"{event.service:<10} {event.message}", event.at)
 
@@ -171,7 +171,7 @@ class Lines:
 
             err_console.print(message, markup=False, highlight=False, style="dim")
         elif self.notes:
-            from zync_tui.commands.deliver import status_line
+            from zync_tui.long_running import status_line
 
             status_line(message)
 
