@@ -1,4 +1,5 @@
-"""Appending ingested records to a raw pool, exactly once.
+"""Appending ingested records to a raw pool, exactly once; and committing rows (the
+ETL's outputs and markers) on the snapshot they were planned on (:func:`commit_rows`).
 
 A batch (records and dead letters, :data:`engine.lake.pool_record.ROW_SCHEMA`) and the last
 Kafka offset it covers per (topic, partition) go into the pool in ONE Delta commit: the
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ import pyarrow.compute as pc
 
 from engine.lake import delta
 from engine.lake.pool_errors import PoolError
-from engine.lake.pool_record import ROW_SCHEMA, with_seqno
+from engine.lake.pool_record import ROW_SCHEMA, fit_rows, with_seqno
 
 if TYPE_CHECKING:
     from engine.lake.pools import Pool
@@ -36,6 +37,10 @@ MAX_COMMIT_ATTEMPTS = 50
 def ingest_app(topic: str, partition: int) -> str:
     """The Delta txn app id holding the last offset of (topic, partition) in a pool."""
     return f"zync.in/{topic}/{partition}"
+
+
+#: A checkpoint every this many versions keeps loading and committing a pool cheap.
+CHECKPOINT_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -177,3 +182,59 @@ def _drop_committed(rows: pa.Table, stored: Mapping[tuple[str, int], int | None]
         drop = here if drop is None else pc.or_(drop, here)
     assert drop is not None
     return rows.filter(pc.invert(pc.fill_null(drop, False)))
+
+
+def commit_rows(
+    pool: Pool,
+    rows: pa.Table,
+    *,
+    expect_version: int,
+    app_transactions: Mapping[str, int] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    files: Sequence[delta.WrittenFile] = (),
+) -> int:
+    """Commit rows only if the pool is still at ``expect_version``; returns the new
+    version. Raises :class:`engine.lake.delta.CommitConflict` when the pool moved on
+    (re-plan).
+
+    ``files`` are Parquet files already written into the pool's directory (by Spark
+    executors, :meth:`Pool.write_spark`) holding the seqnos right after the pool's last
+    one; ``rows`` get the seqnos after theirs, and everything is one Delta commit.
+    Files of a commit that conflicts are deleted. An ``avro`` column is kept when
+    the table has one (:attr:`row_schema`), and dropped otherwise."""
+    rows = fit_rows(rows, pool.row_schema)
+    pool.guard.require_safe_commits()
+    if pool.version != expect_version:
+        pool.table = delta.open_table(pool.location, version=expect_version)
+    first = pool.last_seqno() + 1 + sum(f.rows for f in files)
+    last = first + rows.num_rows - 1
+    txns = dict(app_transactions or {})
+    if last >= pool.last_seqno() + 1:
+        txns[SEQNO_APP] = last
+    if not files:
+        delta.commit_arrow(
+            pool.table,
+            with_seqno(rows, first),
+            app_transactions=txns,
+            expect_version=expect_version,
+            metadata=metadata,
+        )
+    else:
+        files = list(files)
+        if rows.num_rows:
+            files += delta.write_files(pool.location, with_seqno(rows, first))
+        try:
+            delta.commit_files(
+                pool.table,
+                files,
+                app_transactions=txns,
+                expect_version=expect_version,
+                metadata=metadata,
+            )
+        except delta.CommitConflict:
+            delta.remove_files(pool.location, files)
+            raise
+    pool.committed(expect_version, txns)
+    if pool.version % CHECKPOINT_EVERY == 0:
+        pool.table.create_checkpoint()  # keeps loading and committing cheap
+    return pool.version

@@ -25,31 +25,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable
+from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from engine.lake import appends, delta, spark_rows, upgrade
-from engine.lake.appends import MAX_COMMIT_ATTEMPTS, SEQNO_APP, AppendResult, ingest_app
+from engine.lake import appends, delta, pool_types, spark_rows, upgrade
+from engine.lake.appends import SEQNO_APP, AppendResult, ingest_app
 from engine.lake.commit_guard import CommitGuard
 from engine.lake.location import Location, parse_location
-from engine.lake.pool_errors import NotAPool, PoolError, PoolNotFound
+from engine.lake.pool_errors import PoolError, PoolNotFound
 from engine.lake.pool_record import (
-    IS_RECORD,
     STAGING_TABLE_SCHEMA,
     TABLE_SCHEMA,
-    fit_rows,
     rows_for,
-    shape_problems,
-    with_seqno,
 )
 from engine.lake.topic_types import (
-    TYPES_PROPERTY,
-    PoolMeta,
     TopicTypes,
     TypeFiles,
-    merge_topic_types,
     pool_description,
-    read_meta,
 )
 from engine.lake.txns import TxnVersions
 
@@ -61,7 +53,6 @@ if TYPE_CHECKING:
 RAW = "raw"
 STAGING = "staging"
 KINDS = (RAW, STAGING)
-CHECKPOINT_EVERY = 100
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$")
 
 
@@ -178,8 +169,8 @@ class Pool:
         self.location = location if isinstance(location, Location) else parse_location(location)
         self.table = table
         self.guard = guard or CommitGuard(self.location)
-        self._type_files = TypeFiles(self.location)
-        self.meta = _pool_meta(self.location, table, self._type_files)
+        self.type_files = TypeFiles(self.location)
+        self.meta = pool_types.pool_meta(self.location, table, self.type_files)
         self._txns = TxnVersions()
 
     def __repr__(self) -> str:
@@ -212,7 +203,7 @@ class Pool:
         before = self.table.version()
         self.table.update_incremental()
         if self.table.version() != before:
-            self.meta = self._read_meta()
+            self.meta = pool_types.read_meta_of(self)
         return self.table.version()
 
     def latest_version(self) -> int:
@@ -240,79 +231,14 @@ class Pool:
         return self.meta.types.get(topic)
 
     def record_types(self, types: Mapping[str, TopicTypes]) -> bool:
-        """Merge topic types into the pool's; True when that changed them.
-
-        Types only grow (struct fields are merged), so recording them before the data
-        commit that needs them is safe even if that commit is then retried or lost. A
-        concurrent change of the pool's metadata is merged again; any other failure
-        stops at once (:class:`PoolError`, naming the pool and the cause)."""
-        if merge_topic_types(self.meta.types, types) == self.meta.types:
-            return False
-        self.guard.require_safe_commits()
-        for _ in range(MAX_COMMIT_ATTEMPTS):
-            # merge into the newest types: another writer may have widened the same
-            # topic's since this snapshot, and its widening must not be lost
-            self.refresh()
-            merged = merge_topic_types(self.meta.types, types)
-            if merged == self.meta.types:
-                return False
-            try:
-                self._commit_types(merged, op="types")
-            except delta.CommitFailedError:
-                continue  # another writer changed the metadata meanwhile: merge again
-            return True
-        raise PoolError(
-            f"pool {self.name!r}: gave up recording types after {MAX_COMMIT_ATTEMPTS} "
-            "concurrent changes of its metadata"
-        )
+        """Merge topic types into the pool's; True when that changed them
+        (:func:`engine.lake.pool_types.record_types`)."""
+        return pool_types.record_types(self, types)
 
     def move_legacy_types(self) -> None:
-        """Move the types an earlier zync kept in the table's description into type
-        files (two metadata commits: the files' index, then the description). Best
-        effort, as :func:`engine.lake.upgrade.upgrade`: a pool that cannot take the
-        commits is read as before, and the next open tries again."""
-        legacy = self.meta
-        try:
-            self.guard.require_safe_commits()
-            if legacy.types:
-                self._commit_types(legacy.types, op="upgrade")
-            self.table.alter.set_table_description(
-                pool_description(self.kind),
-                commit_properties=CommitProperties(
-                    custom_metadata={"zync.op": "upgrade", "zync.upgrade": "type-files"}
-                ),
-            )
-        except (PoolError, delta.DeltaError, OSError):
-            pass
-        self.refresh()
-        self.meta = self._read_meta()
-
-    def _commit_types(self, types: Mapping[str, TopicTypes], *, op: str) -> None:
-        """Write the type files of ``types`` and commit their index as the pool's
-        (raises ``CommitFailedError`` when another writer changed the metadata first)."""
-        try:
-            index = self._type_files.save(types)
-        except OSError as exc:
-            raise PoolError(f"pool {self.name!r}: cannot write its type files: {exc}") from exc
-        try:
-            self.table.alter.set_table_properties(
-                {TYPES_PROPERTY: index},
-                raise_if_not_exists=False,
-                commit_properties=CommitProperties(custom_metadata={"zync.op": op}),
-            )
-        except delta.CommitFailedError:
-            raise
-        except delta.DeltaError as exc:
-            raise PoolError(f"pool {self.name!r}: cannot record its topics' types: {exc}") from exc
-        self.refresh()
-        self.meta = self._read_meta()  # the commit moved `table` itself: refresh saw no change
-
-    def _read_meta(self) -> PoolMeta:
-        try:
-            meta = read_meta(self.table, self._type_files, self.meta)
-        except (OSError, ValueError, KeyError) as exc:
-            raise PoolError(f"pool {self.name!r}: cannot read its type files: {exc}") from exc
-        return meta or self.meta
+        """Move the types an earlier zync kept in the description into type files
+        (:func:`engine.lake.pool_types.move_legacy_types`)."""
+        pool_types.move_legacy_types(self)
 
     # -- writing ----------------------------------------------------------------------
 
@@ -343,50 +269,11 @@ class Pool:
         files: Sequence[delta.WrittenFile] = (),
     ) -> int:
         """Commit rows only if the pool is still at ``expect_version``; returns the new
-        version. Raises :class:`engine.lake.delta.CommitConflict` when the pool moved on
-        (re-plan).
-
-        ``files`` are Parquet files already written into the pool's directory (by Spark
-        executors, :meth:`write_spark`) holding the seqnos right after the pool's last
-        one; ``rows`` get the seqnos after theirs, and everything is one Delta commit.
-        Files of a commit that conflicts are deleted. An ``avro`` column is kept when
-        the table has one (:attr:`row_schema`), and dropped otherwise."""
-        rows = fit_rows(rows, self.row_schema)
-        self.guard.require_safe_commits()
-        if self.version != expect_version:
-            self.table = delta.open_table(self.location, version=expect_version)
-        first = self.last_seqno() + 1 + sum(f.rows for f in files)
-        last = first + rows.num_rows - 1
-        txns = dict(app_transactions or {})
-        if last >= self.last_seqno() + 1:
-            txns[SEQNO_APP] = last
-        if not files:
-            delta.commit_arrow(
-                self.table,
-                with_seqno(rows, first),
-                app_transactions=txns,
-                expect_version=expect_version,
-                metadata=metadata,
-            )
-        else:
-            files = list(files)
-            if rows.num_rows:
-                files += delta.write_files(self.location, with_seqno(rows, first))
-            try:
-                delta.commit_files(
-                    self.table,
-                    files,
-                    app_transactions=txns,
-                    expect_version=expect_version,
-                    metadata=metadata,
-                )
-            except delta.CommitConflict:
-                delta.remove_files(self.location, files)
-                raise
-        self.committed(expect_version, txns)
-        if self.version % CHECKPOINT_EVERY == 0:
-            self.table.create_checkpoint()  # keeps loading and committing cheap
-        return self.version
+        version (:func:`engine.lake.appends.commit_rows`)."""
+        return appends.commit_rows(
+            self, rows, expect_version=expect_version, app_transactions=app_transactions,
+            metadata=metadata, files=files,
+        )  # fmt: skip
 
     def write_spark(self, df: DataFrame, label: str = "spark") -> list[delta.WrittenFile]:
         """Write ``df`` (:func:`engine.lake.spark_rows.write_files`) as Parquet files
@@ -425,16 +312,9 @@ class Pool:
         predicate: str | None = None,
         version: int | None = None,
     ) -> DataFrame:
-        """Records (not dead letters or markers) as the typed pool record
-        ``seqno, kafka, key, value``: key and value parsed into the topic's Spark type
-        (or, for all topics, a type merged over them)."""
-        where = IS_RECORD
-        if topic is not None:
-            where += f" AND kafka.topic = '{_sql_string(topic)}'"
-        if predicate:
-            where += f" AND ({predicate})"
-        df = self.read(spark, predicate=where, version=version)
-        return spark_rows.typed_pool_records(df, *self.spark_types(topic))
+        """Records (not dead letters or markers) as typed pool records
+        (:func:`engine.lake.spark_rows.pool_records`)."""
+        return spark_rows.pool_records(self, spark, topic, predicate=predicate, version=version)
 
     def spark_types(self, topic: str | None = None) -> tuple[DataType | None, DataType | None]:
         """The Spark types of keys and values of one topic, or merged over all topics."""
@@ -442,21 +322,3 @@ class Pool:
             return spark_rows.spark_types_of(self.meta.types.values())
         found = self.meta.types.get(topic)
         return spark_rows.spark_types_of([found] if found else [])
-
-
-def _pool_meta(location: Location, table: DeltaTable, files: TypeFiles) -> PoolMeta:
-    """The zync metadata of a Delta table, or :class:`NotAPool` saying what is missing."""
-    try:
-        meta = read_meta(table, files)
-    except (OSError, ValueError, KeyError) as exc:
-        raise PoolError(f"pool at {location}: cannot read its type files: {exc}") from exc
-    problems = shape_problems(delta.arrow_schema(table))
-    if meta is None:
-        problems.insert(0, "its description has no zync metadata")
-    if problems or meta is None:
-        raise NotAPool(f"{location} is a Delta table but not a zync pool: " + "; ".join(problems))
-    return meta
-
-
-def _sql_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")

@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from engine.lake import delta
-from engine.lake.pool_record import AVRO_TYPE, DEADLETTER_TYPE, MARKER_TYPE
+from engine.lake.pool_record import AVRO_TYPE, DEADLETTER_TYPE, IS_RECORD, MARKER_TYPE
 from engine.sparktypes import load_type, merge_optional, parse_json_column
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
     from engine.lake.location import Location
+    from engine.lake.pools import Pool
     from engine.lake.topic_types import TopicTypes
 
 
@@ -88,3 +89,27 @@ def spark_types_of(types: Iterable[TopicTypes]) -> tuple[DataType | None, DataTy
 def _spark_ddl(type_: pa.DataType) -> str:
     """A pyarrow struct type as Spark DDL (for typed NULL columns)."""
     return delta.spark_schema(pa.schema([pa.field("x", type_)]))["x"].dataType.simpleString()
+
+
+def pool_records(
+    pool: Pool,
+    spark: SparkSession,
+    topic: str | None = None,
+    *,
+    predicate: str | None = None,
+    version: int | None = None,
+) -> DataFrame:
+    """Records (not dead letters or markers) as the typed pool record
+    ``seqno, kafka, key, value``: key and value parsed into the topic's Spark type
+    (or, for all topics, a type merged over them)."""
+    where = IS_RECORD
+    if topic is not None:
+        where += f" AND kafka.topic = '{sql_string(topic)}'"
+    if predicate:
+        where += f" AND ({predicate})"
+    df = pool.read(spark, predicate=where, version=version)
+    return typed_pool_records(df, *pool.spark_types(topic))
+
+
+def sql_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
