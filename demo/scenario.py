@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import TopicPartition
-
 from engine.api import (
     RAW,
     STAGING,
@@ -37,6 +35,7 @@ from engine.api import (
     KafkaProfile,
     Lake,
     Observer,
+    OutgoingRecord,
     Pipeline,
     Pool,
     ProduceOptions,
@@ -46,7 +45,6 @@ from engine.api import (
     TableSnapshot,
     ZyncError,
     avro_record_name,
-    consumer,
     dev_up,
     encode_records,
     ensure_topic,
@@ -57,18 +55,20 @@ from engine.api import (
     load_registry_profile,
     load_spark_settings,
     prepare_records,
-    producer,
+    read_topic,
+    record_count,
     register_schemas,
     resolve_lake,
+    send,
     sniff_format,
+    staged_outputs,
     topic_partitions,
-    watermarks,
+    topic_watermarks,
     zync_home,
 )
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError, Message
-    from pyspark.sql import SparkSession
+    from engine.api import Spark
 
 #: The scenario's files (installed with the package).
 DEMO_DIR = Path(__file__).resolve().parent / "invoices"
@@ -220,11 +220,7 @@ class Demo:
 
     def _records_in(self, topic: str) -> int:
         assert self.kafka is not None
-        kafka = consumer(self.kafka)
-        try:
-            marks = watermarks(kafka, topic, topic_partitions(self.kafka, topic))
-        finally:
-            kafka.close()
+        marks = topic_watermarks(self.kafka, topic)
         return sum(high - low for low, high in marks.values())
 
     def _batches_held(self, held: int) -> int:
@@ -284,13 +280,7 @@ class Demo:
         grouped: dict[str, list[DemoRecord]] = {}
         for record in records:
             grouped.setdefault(record.topic, []).append(record)
-        kafka = producer(self.kafka)
-        errors: list[str] = []
-
-        def delivered(error: KafkaError | None, message: Message) -> None:
-            if error is not None:
-                errors.append(error.str())
-
+        outgoing: list[OutgoingRecord] = []
         for topic, items in grouped.items():
             key_schema, value_schema = self._schemas.get(topic, (None, None))
             options = ProduceOptions(topic=topic, format=Format.AVRO, key_schema=key_schema, value_schema=value_schema)
@@ -299,35 +289,26 @@ class Demo:
             register_schemas(prepared, self._registry())
             for (key, value), record in zip(encode_records(prepared), items, strict=True):
                 stamp = record.timestamp_ms or 0  # 0: librdkafka's "now"
-                kafka.produce(topic, key=key, value=value, on_delivery=delivered, timestamp=stamp)
-            kafka.poll(0)
-        left = kafka.flush(30)
-        if errors or left:
+                outgoing.append(OutgoingRecord(topic, key, value, stamp))
+        report = send(self.kafka, outgoing)
+        if not report.ok:
+            errors, left = report.errors, report.unacknowledged
             raise DemoError(f"the broker did not take the batch: {errors[0] if errors else f'{left} records unacknowledged'}")
 
     # -- results --------------------------------------------------------------------------
 
     def staging_outputs(self, topic: str = OUTPUT_TOPIC) -> list[dict[str, Any]]:
         """The output records of ``topic`` in Staging, by offset (through delta-rs)."""
-        import pyarrow.dataset as ds  # deferred: only the results need it
-
         if not self.lake.exists(STAGING_POOL):
             return []
-        pool = self.lake.open_pool(STAGING_POOL)
-        table = pool.dataset().to_table(
-            columns=["kafka", "key", "value"],
-            filter=ds.field("marker").is_null() & ds.field("kafka").is_valid(),
-        )
-        rows = [
+        return [
             {
-                "offset": r["kafka"]["offset"],
-                "key": json.loads(r["key"]) if r["key"] else None,
-                "value": json.loads(r["value"]) if r["value"] else None,
+                "offset": r.offset,
+                "key": json.loads(r.key) if r.key else None,
+                "value": json.loads(r.value) if r.value else None,
             }
-            for r in table.to_pylist()
-            if r["kafka"] and r["kafka"]["topic"] == topic
+            for r in staged_outputs(self.lake.open_pool(STAGING_POOL), topic)
         ]
-        return sorted(rows, key=lambda r: r["offset"])
 
     def topic_outputs(self, topic: str = OUTPUT_TOPIC, timeout: float = 5.0) -> list[dict[str, Any]]:
         """The records on the Kafka topic, decoded (key and value as JSON-able data)."""
@@ -348,30 +329,10 @@ class Demo:
             except ZyncError:
                 return data.decode("utf-8", "replace")
 
-        kafka = consumer(self.kafka, extra={"isolation.level": "read_committed"})
-        rows: list[dict[str, Any]] = []
-        try:
-            marks = watermarks(kafka, topic, parts)
-            if all(high <= low for low, high in marks.values()):
-                return []
-            kafka.assign([TopicPartition(topic, p, marks[p][0]) for p in parts])
-            # Tansu's high watermark can stop short of the log's end
-            # (docs/design.md#the-embedded-stack): read until the topic has been quiet
-            # for a moment instead of up to the watermark.
-            deadline = time.monotonic() + timeout
-            quiet_since = time.monotonic()
-            while time.monotonic() < deadline and time.monotonic() - quiet_since < 1.0:
-                message = kafka.poll(0.2)
-                if message is None or message.error():
-                    continue
-                quiet_since = time.monotonic()
-                rows.append(
-                    {"partition": message.partition(), "offset": message.offset(),
-                     "key": decode(message.key()), "value": decode(message.value())}
-                )
-        finally:
-            kafka.close()
-        return rows
+        return [
+            {"partition": m.partition, "offset": m.offset, "key": decode(m.key), "value": decode(m.value)}
+            for m in read_topic(self.kafka, topic, parts, timeout)
+        ]
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:
@@ -388,12 +349,12 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
-def make_pipeline(demo: Demo, *, spark: Callable[[], SparkSession] | None = None) -> Pipeline:
+def make_pipeline(demo: Demo, *, spark: Callable[[], Spark] | None = None) -> Pipeline:
     """The demo's :class:`engine.api.Pipeline` (from-kafka, ETL and to-kafka loops)."""
     return Pipeline(demo.config_path, demo.lake, kafka=demo.kafka, registry=demo.registry, spark=spark)
 
 
-def _spark(master: str | None) -> SparkSession:
+def _spark(master: str | None) -> Spark:
     return get_spark(load_spark_settings(master))
 
 
@@ -463,7 +424,4 @@ def run_demo(
 
 def _raw_records(pool: Pool) -> int:
     """Records and dead letters the pool holds (markers excluded)."""
-    import pyarrow.dataset as ds  # deferred: only the headless run needs it
-
-    table = pool.dataset().to_table(columns=["seqno"], filter=ds.field("marker").is_null())
-    return int(table.num_rows)
+    return record_count(pool)

@@ -67,11 +67,8 @@ if TYPE_CHECKING:
         KafkaRefused,
         KafkaUnavailable,
         check_reachable,
-        consumer,
         ensure_topic,
-        producer,
         topic_partitions,
-        watermarks,
     )
     from engine.kafka.codecs.decoder import RecordDecoder
     from engine.kafka.codecs.detect import sniff as sniff_format
@@ -90,10 +87,20 @@ if TYPE_CHECKING:
     from engine.kafka.produce_input import load_records as load_input_records
     from engine.kafka.produce_input import read_sources as read_input_sources
     from engine.kafka.registry_client import RegistrySchemas
+    from engine.kafka.topic_io import (
+        OutgoingRecord,
+        SendReport,
+        TopicMessage,
+        librdkafka_version,
+        read_topic,
+        send,
+        topic_watermarks,
+    )
     from engine.kafka.typemap.infer import infer_avro_schema
     from engine.kafka.typemap.to_spark import json_value_to_spark
     from engine.lake.batch_shaper import Shaper
     from engine.lake.commit_guard import LakeAccessError, UnsafeLakeError
+    from engine.lake.delta import DeltaError
     from engine.lake.lake_tables import TableError, lake_tables
     from engine.lake.location import Location, resolve_lake
     from engine.lake.maintenance import (
@@ -106,8 +113,21 @@ if TYPE_CHECKING:
     )
     from engine.lake.pool_errors import PoolError
     from engine.lake.pool_record import record_rows
+    from engine.lake.pool_report import (
+        HistoryRow,
+        PartitionRow,
+        PoolReport,
+        PoolSummary,
+        StagedOutput,
+        TopicTypeText,
+        pool_report,
+        pool_summary,
+        record_count,
+        staged_outputs,
+    )
     from engine.lake.pools import RAW, STAGING, Lake, Pool
-    from engine.lake.query import Catalog, query
+    from engine.lake.query import Catalog, QueryError, query
+    from engine.lake.query_result import QueryResult, QueryTable, query_result
     from engine.lake.topic_types import TopicTypes
     from engine.local.broker import make_class_archive as make_broker_class_archive
     from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
@@ -171,7 +191,7 @@ if TYPE_CHECKING:
     from engine.settings.registry import RegistryProfile, load_registry_profile
     from engine.settings.spark import SparkSettings, load_spark_settings
     from engine.settings.storage import StorageSettings, load_storage_settings
-    from engine.spark import get_spark
+    from engine.spark import Spark, get_spark
     from engine.spark import make_class_archive as make_spark_class_archive
 
 __all__ = [
@@ -183,6 +203,8 @@ __all__ = [
     "check_reachable",
     "NotConfiguredError",
     "PoolError",
+    "DeltaError",
+    "QueryError",
     "LakeAccessError",
     "UnsafeLakeError",
     "ServiceError",
@@ -204,7 +226,8 @@ __all__ = [
     "load_registry_profile",
     "load_spark_settings",
     "zync_home",
-    # Spark: the process's one SparkSession
+    # Spark: the process's one SparkSession (a handle handed back to the engine, never used)
+    "Spark",
     "get_spark",
     # JVM set-up: the artifacts `zync setup` fetches (engine/jvm/artifacts.toml)
     "SETUP_COMMAND",
@@ -249,8 +272,22 @@ __all__ = [
     "last_checkpoint",
     "query",
     "record_rows",
+    # read models: what a pool holds and what a query returned, as plain Python
+    "HistoryRow",
+    "PartitionRow",
+    "PoolReport",
+    "PoolSummary",
+    "QueryResult",
+    "QueryTable",
+    "StagedOutput",
+    "TopicTypeText",
+    "pool_report",
+    "pool_summary",
+    "query_result",
+    "record_count",
+    "staged_outputs",
     "vacuum",
-    # Kafka tools: clients, watermarks, produce, consume, the registry, schemas
+    # Kafka tools: watermarks, produce, consume, send, read, the registry, schemas
     "CONSUME_BEGINNING",
     "CONSUME_END",
     "BadRecord",
@@ -264,7 +301,6 @@ __all__ = [
     "avro_record_name",
     "consume",
     "consumed_json",
-    "consumer",
     "describe_produce",
     "encode_records",
     "ensure_topic",
@@ -274,12 +310,17 @@ __all__ = [
     "load_schema_file",
     "prepare_records",
     "produce",
-    "producer",
     "read_input_sources",
     "register_schemas",
     "sniff_format",
     "topic_partitions",
-    "watermarks",
+    "topic_watermarks",
+    "OutgoingRecord",
+    "SendReport",
+    "TopicMessage",
+    "librdkafka_version",
+    "read_topic",
+    "send",
     # from-kafka: Kafka topics → raw pools
     "CommitInfo",
     "Ingest",

@@ -63,6 +63,10 @@ DELTA_CONF = {
 
 T = TypeVar("T")
 
+#: The process's Spark session as the CLI and the console name it (engine.api): a handle
+#: they get from :func:`get_spark` and hand back to the engine, never use themselves.
+Spark: TypeAlias = "SparkSession"
+
 #: A SparkSession, a factory of one, or None (the process's session, built when needed).
 SparkSource: TypeAlias = "SparkSession | Callable[[], SparkSession] | None"
 

@@ -51,9 +51,7 @@ def user_errors() -> Iterator[None]:
 @contextmanager
 def lake_errors() -> Iterator[None]:
     """:func:`user_errors`, plus the lake's own errors (PoolError, delta-rs) as one line."""
-    from deltalake.exceptions import DeltaError
-
-    from engine.api import PoolError  # deferred: engine.api takes a second to import
+    from engine.api import DeltaError, PoolError  # deferred: engine.api takes a second to import
 
     with user_errors():
         try:

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from engine.api import Lake
+    from engine.api import Lake, Spark
 
 SparkMasterOption = Annotated[
     str | None,
@@ -42,7 +40,7 @@ LakeOption = Annotated[
 ]
 
 
-def spark_session(master: str | None = None) -> "SparkSession":
+def spark_session(master: str | None = None) -> "Spark":
     """The SparkSession: ``master`` (--spark-master), else $ZYNC_SPARK_MASTER, spark.json,
     local[*]."""
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so

@@ -42,9 +42,8 @@ from zync_tui.long_running import (
 from zync_tui.options import LakeOption, SparkMasterOption, spark_session
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from engine.api import Lake, ServiceEvent
+    from engine.api import Spark as SparkSession
 
 
 

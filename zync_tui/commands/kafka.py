@@ -318,15 +318,9 @@ def info(
 
     The low watermark is the first offset the partition still holds, the high watermark the offset its next record gets (with transactions, it includes the markers that close them).
     """
-    from engine.api import consumer, topic_partitions, watermarks
+    from engine.api import topic_watermarks
 
-    profile = conn.kafka()
-    partitions = topic_partitions(profile, topic, conn.timeout)
-    kafka = consumer(profile)
-    try:
-        marks = watermarks(kafka, topic, partitions, conn.timeout)
-    finally:
-        kafka.close()
+    marks = topic_watermarks(conn.kafka(), topic, timeout=conn.timeout)
     if as_json:
         doc = {
             "topic": topic,

@@ -9,9 +9,9 @@ Errors are one line on stderr (exit 1); Ctrl-C exits with 130 and no traceback.
 
 # No `from __future__ import annotations`: typer reads the annotations at import time.
 
+import dataclasses
 import enum
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -25,7 +25,7 @@ from zync_tui.options import LakeOption, open_lake
 from zync_tui.sizes import format_size, parse_size
 
 if TYPE_CHECKING:
-    from engine.api import Pool
+    from engine.api import PoolSummary
 
 _out = Console(highlight=False, soft_wrap=True)
 
@@ -49,30 +49,9 @@ class Kind(enum.StrEnum):
 # --------------------------------------------------------------------------- helpers
 
 
-def _when(ts: datetime | float | None) -> str:
-    if ts is None:
-        return "-"
-    if isinstance(ts, int | float):
-        ts = datetime.fromtimestamp(ts / 1000 if ts > 1e11 else ts, UTC)
-    return ts.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _pool_summary(pool: "Pool") -> dict[str, Any]:
-    import pyarrow as pa  # deferred: pyarrow, only when a pool is read
-    import pyarrow.compute as pc
-
-    actions = pa.table(pool.table.get_add_actions(flatten=True))
-    rows = int(pc.sum(actions.column("num_records")).as_py() or 0) if actions.num_rows else 0
-    size = int(pc.sum(actions.column("size_bytes")).as_py() or 0) if actions.num_rows else 0
-    return {
-        "name": pool.name,
-        "kind": pool.kind,
-        "version": pool.version,
-        "rows": rows,
-        "files": actions.num_rows,
-        "size_bytes": size,
-        "topics": sorted(pool.meta.types),
-    }
+def _summary_json(summary: "PoolSummary") -> dict[str, Any]:
+    """A pool summary as `--json` prints it (the dataclass' fields, in order)."""
+    return dataclasses.asdict(summary)
 
 
 # --------------------------------------------------------------------------- pool ...
@@ -99,7 +78,7 @@ def list_pools(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the pools: name, kind, version, rows, topics, size (and the lake's tables)."""
-    from engine.api import lake_tables  # deferred: see open_lake
+    from engine.api import lake_tables, pool_summary  # deferred: see open_lake
 
     with lake_errors():
         the_lake = open_lake(lake)
@@ -110,7 +89,7 @@ def list_pools(
             if name in tables:
                 continue  # a table the apply loop keeps: not a pool
             try:
-                pools.append(_pool_summary(the_lake.open_pool(name)))
+                pools.append(_summary_json(pool_summary(the_lake.open_pool(name))))
             except Exception as exc:  # noqa: BLE001 - a non-pool table is listed as such
                 problems[name] = str(exc).strip().splitlines()[0]
         if as_json:
@@ -135,84 +114,6 @@ def list_pools(
             warn(f"{escape(name)}: {escape(problem)}")
 
 
-def _topic_rows(pool: "Pool") -> list[dict[str, Any]]:
-    """Per topic/partition: records, dead letters, min/max offset and the stored position."""
-    import pyarrow as pa  # deferred: pyarrow, only when a pool is read
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    dataset = pool.dataset()
-    scan = dataset.to_table(
-        columns={
-            "t": ds.field("kafka", "topic"),
-            "p": ds.field("kafka", "partition"),
-            "o": ds.field("kafka", "offset"),
-            "dead": pc.is_valid(ds.field("deadletter")),
-        }
-    )
-    scan = scan.filter(pc.is_valid(scan.column("t")))
-    if scan.num_rows == 0:
-        return []
-    scan = scan.append_column("dl", pc.cast(scan.column("dead"), pa.int64()))
-    agg = scan.group_by(["t", "p"]).aggregate(
-        [("o", "min"), ("o", "max"), ("o", "count"), ("dl", "sum")]
-    )
-    out = []
-    for row in sorted(agg.to_pylist(), key=lambda r: (r["t"], r["p"])):
-        out.append(
-            {
-                "topic": row["t"],
-                "partition": row["p"],
-                "rows": row["o_count"],
-                "dead_letters": row["dl_sum"] or 0,
-                "min_offset": row["o_min"],
-                "max_offset": row["o_max"],
-                "position": pool.position(row["t"], row["p"]),
-            }
-        )
-    return out
-
-
-def _dead_letter_stages(pool: "Pool") -> dict[str, int]:
-    import pyarrow.compute as pc  # deferred: pyarrow, only when a pool is read
-    import pyarrow.dataset as ds
-
-    scan = pool.dataset().to_table(
-        columns={"stage": ds.field("deadletter", "stage")}, filter=pc.is_valid(ds.field("deadletter"))
-    )
-    if scan.num_rows == 0:
-        return {}
-    agg = scan.group_by("stage").aggregate([("stage", "count")])
-    return {r["stage"]: r["stage_count"] for r in agg.to_pylist()}
-
-
-def _history(pool: "Pool", limit: int) -> list[dict[str, Any]]:
-    out = []
-    for entry in pool.table.history(limit):
-        metrics = entry.get("operationMetrics") or {}
-        out.append(
-            {
-                "version": entry.get("version"),
-                "timestamp": _when(entry.get("timestamp")),
-                "operation": entry.get("operation"),
-                "app": entry.get("zync.app") or entry.get("zync.op") or "",
-                "rows": metrics.get("num_added_rows"),
-            }
-        )
-    return out
-
-
-def _type_text(text: str | None) -> str:
-    if not text:
-        return "-"
-    try:
-        from pyspark.sql.types import _parse_datatype_json_string  # deferred: pyspark
-
-        return _parse_datatype_json_string(text).simpleString()
-    except Exception:  # noqa: BLE001 - a type pyspark cannot parse is shown as stored
-        return text
-
-
 @app.command()
 def show(
     name: NameArgument,
@@ -221,65 +122,63 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Show a pool: its types, per topic/partition offsets and dead letters, last commits."""
-    from engine.api import last_checkpoint  # deferred: keeps `zync --help` fast
+    from engine.api import pool_report  # deferred: keeps `zync --help` fast
 
     with lake_errors():
-        pool = open_lake(lake).open_pool(name)
-        summary = _pool_summary(pool)
-        topics = _topic_rows(pool)
-        stages = _dead_letter_stages(pool)
-        history = _history(pool, commits)
-        types = {t: tt.to_json() for t, tt in sorted(pool.meta.types.items())}
-        dead_total = sum(stages.values())
+        report = pool_report(open_lake(lake).open_pool(name), commits)
+        summary = report.summary
+        stages = report.dead_letters_by_stage
+        dead_total = report.dead_letters
         if as_json:
             doc = {
-                **summary,
-                "path": pool.uri,
-                "last_checkpoint": last_checkpoint(pool),
-                "last_seqno": pool.last_seqno(),
+                **_summary_json(summary),
+                "path": report.uri,
+                "last_checkpoint": report.last_checkpoint,
+                "last_seqno": report.last_seqno,
                 "dead_letters": dead_total,
                 "dead_letters_by_stage": stages,
-                "types": types,
-                "partitions": topics,
-                "commits": history,
+                "types": {t: {"key": tt.key, "value": tt.value} for t, tt in report.types.items()},
+                "partitions": [dataclasses.asdict(row) for row in report.partitions],
+                "commits": [dataclasses.asdict(row) for row in report.commits],
             }
             typer.echo(json.dumps(doc, indent=2, default=str))
             return
+        checkpoint_at = report.last_checkpoint
         _out.print(
-            f"[bold]{escape(pool.name)}[/] ({pool.kind}) at {escape(pool.uri)}\n"
-            f"version {pool.version} · {summary['rows']:,} rows in {summary['files']} files "
-            f"({format_size(summary['size_bytes'])}) · last seqno {pool.last_seqno()} · "
+            f"[bold]{escape(summary.name)}[/] ({summary.kind}) at {escape(report.uri)}\n"
+            f"version {summary.version} · {summary.rows:,} rows in {summary.files} files "
+            f"({format_size(summary.size_bytes)}) · last seqno {report.last_seqno} · "
             f"dead letters {dead_total:,}"
             + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(stages.items()))})" if stages else "")
-            + f" · last checkpoint {last_checkpoint(pool) if last_checkpoint(pool) is not None else '-'}"
+            + f" · last checkpoint {checkpoint_at if checkpoint_at is not None else '-'}"
         )
-        if types:
+        if report.types:
             table = Table(title="types (SQL sees key and value as these)", title_justify="left")
             table.add_column("topic")
             table.add_column("key")
             table.add_column("value", overflow="fold")
-            for topic, tt in types.items():
-                table.add_row(escape(topic), escape(_type_text(tt["key"])), escape(_type_text(tt["value"])))
+            for topic, tt in report.types.items():
+                table.add_row(escape(topic), escape(tt.key_text), escape(tt.value_text))
             _out.print(table)
         table = Table(title="topics and partitions", title_justify="left")
         for column in ("topic", "partition", "rows", "dead letters", "min offset", "max offset", "position"):
             table.add_column(column, justify="left" if column == "topic" else "right")
-        for row in topics:
+        for row in report.partitions:
             table.add_row(
-                escape(row["topic"]), str(row["partition"]), f"{row['rows']:,}",
-                f"{row['dead_letters']:,}", str(row["min_offset"]), str(row["max_offset"]),
-                str(row["position"]) if row["position"] is not None else "-",
+                escape(row.topic), str(row.partition), f"{row.rows:,}",
+                f"{row.dead_letters:,}", str(row.min_offset), str(row.max_offset),
+                str(row.position) if row.position is not None else "-",
             )
-        if topics:
+        if report.partitions:
             _out.print(table)
-        if history:
+        if report.commits:
             table = Table(title="last commits", title_justify="left")
             for column in ("version", "time (UTC)", "operation", "by", "rows"):
                 table.add_column(column, justify="right" if column in ("version", "rows") else "left")
-            for h in history:
+            for h in report.commits:
                 table.add_row(
-                    str(h["version"]), h["timestamp"], escape(str(h["operation"])),
-                    escape(str(h["app"])), str(h["rows"]) if h["rows"] is not None else "-",
+                    str(h.version), h.timestamp, escape(str(h.operation)),
+                    escape(str(h.app)), str(h.rows) if h.rows is not None else "-",
                 )
             _out.print(table)
 

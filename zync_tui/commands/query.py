@@ -21,8 +21,6 @@ from zync_tui.errors import UserError, lake_errors, warn
 from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from engine.api import Lake
 
 _out = Console(highlight=False, soft_wrap=True)
@@ -33,22 +31,6 @@ class OutputFormat(enum.StrEnum):
     table = "table"
     json = "json"
     csv = "csv"
-
-
-def _as_text(df: "DataFrame") -> "DataFrame":
-    """Every column as text: nested values as JSON, NULL stays NULL."""
-    from pyspark.sql import functions as F  # deferred: pyspark, only when a query runs
-    from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
-
-    cols = []
-    for field in df.schema.fields:
-        col = F.col(f"`{field.name}`")
-        if isinstance(field.dataType, StructType | ArrayType | MapType):
-            col = F.to_json(col)
-        elif isinstance(field.dataType, BinaryType):
-            col = F.base64(col)
-        cols.append(col.cast("string").alias(field.name))
-    return df.select(*cols)
 
 
 def query(
@@ -97,39 +79,24 @@ def query(
       zync query "SELECT * FROM table_changes('invoices', 1, 3)"
       zync query --as-of-staging 7 "SELECT * FROM invoices JOIN customers USING (customer)"
     """
-    from engine.api import query as run_query  # deferred: keeps `zync --help` fast
+    from engine.api import query_result  # deferred: keeps `zync --help` fast
 
     with lake_errors():
         the_lake = open_lake(lake)  # before Spark: an S3 lake gives the session s3a
         tables_at, pool_at = _as_of_staging(the_lake, as_of_staging)
         spark = spark_session(spark_master)
-        df, catalog = run_query(
-            spark, the_lake, sql, as_of=as_of, tables_at=tables_at, pool_at=pool_at
+        result = query_result(
+            spark, the_lake, sql, as_of=as_of, tables_at=tables_at, pool_at=pool_at, limit=limit
         )
-        for name, reason in catalog.skipped.items():
+        for name, reason in result.skipped.items():
             if as_of is None:
                 warn(f"{escape(name)} skipped: {escape(reason)}")
-        if limit is not None:
-            df = df.limit(limit)
-        try:
-            if fmt is OutputFormat.json:
-                from pyspark.sql import functions as F
-
-                lines = df.select(
-                    F.to_json(F.struct("*"), {"ignoreNullFields": "false"}).alias("j")
-                ).collect()
-                for row in lines:
-                    sys.stdout.write(row["j"] + "\n")
-                return
-            text = _as_text(df)
-            names = text.columns
-            rows = [[r[i] for i in range(len(names))] for r in text.collect()]
-        except Exception as exc:
-            from pyspark.errors import PySparkException
-
-            if isinstance(exc, PySparkException):
-                raise UserError(str(exc).strip().splitlines()[0]) from None
-            raise
+        if fmt is OutputFormat.json:
+            for line in result.json_lines():
+                sys.stdout.write(line + "\n")
+            return
+        found = result.table()
+        names, rows = found.columns, found.rows
         if fmt is OutputFormat.csv:
             writer = csv.writer(sys.stdout, lineterminator="\n")
             writer.writerow(names)

@@ -140,9 +140,13 @@ def version(
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
-    import confluent_kafka
-
-    from engine.api import SETUP_COMMAND, __version__, jvm_artifact_sets, jvm_resolved
+    from engine.api import (
+        SETUP_COMMAND,
+        __version__,
+        jvm_artifact_sets,
+        jvm_resolved,
+        librdkafka_version,
+    )
 
     def dist(name: str) -> str:
         try:
@@ -155,7 +159,7 @@ def version(
         ("spark (pyspark)", dist("pyspark")),
         ("delta-spark", dist("delta-spark")),
         ("delta-rs (deltalake)", dist("deltalake")),
-        ("librdkafka", confluent_kafka.libversion()[0]),
+        ("librdkafka", librdkafka_version()),
         ("confluent-kafka", dist("confluent-kafka")),
         ("textual", dist("textual")),
     ]

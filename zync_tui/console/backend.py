@@ -58,7 +58,7 @@ from engine.api import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from engine.api import Spark as SparkSession
 
 LOOPS = ("from-kafka", "etl", "to-kafka")
 LOOP_TITLES = {"from-kafka": "from-kafka", "etl": "ETL", "to-kafka": "to-kafka", "apply": "apply"}
