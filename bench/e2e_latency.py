@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # bench.* when run as a script from anywhere
 CONFIG = ROOT / "demo" / "invoices" / "etl.yaml"
 
 SOURCE = {
