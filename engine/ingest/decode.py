@@ -7,11 +7,14 @@ type (cached per Avro schema id or Connect schema)."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.kafka.codecs import connect_json
 from engine.kafka.codecs import plain_json as json_format
@@ -35,6 +38,11 @@ if TYPE_CHECKING:
 
 #: Records whose JSON values are sampled per topic batch to infer a JSON topic's type.
 JSON_TYPE_SAMPLES = 256
+#: Texts read again at a time to type the paths null in every sample (a Debezium
+#: ``before`` in a batch of creates): until none is left, or the batch is read.
+FILL_CHUNK = 4096
+#: What orjson reads otherwise than json: integers beyond 64 bits (floats to it), NaN.
+_OTHERWISE = r"\d{20}|-\d{19}|NaN|Infinity"
 
 #: Per record of a batch: its JSON text, None (a tombstone) or why it cannot be decoded.
 Texts = list[str | None | DecodeError]
@@ -186,8 +194,67 @@ class PartDecoder:
         # a path null in every sample is typed by the batch's other values, else stays
         # NullType: a later batch's values type it (docs/design.md#pools-and-their-records)
         inferred = json_value_to_spark(samples, unknown="null")
-        if step > 1 and has_null_fields(inferred):  # rare: read the batch's texts again
-            inferred = fill_null_fields(
-                inferred, (json_format.decode(t.encode()) for t in batch.texts.to_pylist() if t is not None)
-            )
+        if step > 1 and has_null_fields(inferred):
+            inferred = _fill_from_texts(inferred, batch.texts)
         return Decoded(batch.texts, batch.errors), inferred
+
+
+def _fill_from_texts(inferred: DataType, texts: pa.Array) -> DataType:
+    """``inferred`` with the paths null in every sample typed by the batch's other
+    values. Only the texts that may hold a value there are parsed again: a text in which
+    every key naming such a path is followed by ``null`` wherever it occurs holds none
+    (a key's quotes cannot occur inside a JSON string, where they are escaped), and a
+    batch of Debezium creates — ``before`` null in each — is passed over without parsing
+    one. The others are read a chunk at a time until no path is left null: by orjson,
+    except those it reads otherwise than :mod:`json` (an integer beyond 64 bits, which
+    it makes a float; NaN, which it refuses)."""
+    texts = texts.drop_null()
+    names = _null_field_names(inferred)
+    if names:
+        # one pass of RE2 over the batch: a key naming a null path, not followed by null
+        keys = "|".join(re.escape(json_format.dumps(name)) for name in sorted(names))
+        valued = pc.match_substring_regex(texts, f"(?:{keys}):(?:[^n]|n[^u]|nu[^l])")
+        texts = texts.filter(valued)
+    for start in range(0, len(texts), FILL_CHUNK):
+        chunk = texts.slice(start, FILL_CHUNK)
+        odd = pc.match_substring_regex(chunk, _OTHERWISE).to_pylist()
+        values = [
+            json_format.decode(t.encode()) if o else _loads(t)
+            for t, o in zip(chunk.to_pylist(), odd, strict=True)
+        ]
+        inferred = fill_null_fields(inferred, values)
+        if not has_null_fields(inferred):
+            break
+    return inferred
+
+
+def _null_field_names(data_type: DataType) -> set[str] | None:
+    """The names of the struct fields whose type has a NullType (the field itself, or an
+    array's elements); None when a NullType has no field name (the whole value)."""
+    from pyspark.sql import types as T  # deferred: pyspark
+
+    if isinstance(data_type, T.NullType):
+        return None
+    names: set[str] = set()
+    if isinstance(data_type, T.ArrayType):
+        return _null_field_names(data_type.elementType)
+    if isinstance(data_type, T.StructType):
+        for f in data_type.fields:
+            if isinstance(f.dataType, T.NullType) or (
+                isinstance(f.dataType, T.ArrayType) and has_null_fields(f.dataType)
+                and _null_field_names(f.dataType.elementType) is None
+            ):
+                names.add(f.name)
+            elif has_null_fields(f.dataType):
+                inner = _null_field_names(f.dataType)
+                if inner is None:
+                    return None
+                names |= inner
+    return names
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # nesting deeper than orjson's limit
+        return json_format.decode(text.encode())

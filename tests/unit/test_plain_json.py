@@ -138,3 +138,48 @@ def test_samples_are_the_values_at_every_kth_record_in_order() -> None:
     batch = plain_json.decode_batch(datas, 2)
     assert batch.samples == [{"i": 0}, [1e-7], {"i": 8}]
     assert batch.texts.to_pylist()[4] == "[1e-07]"
+
+
+def test_paths_null_in_every_sample_are_typed_by_the_rest_of_a_large_batch() -> None:
+    """A large batch is sampled for its type; a path null in every sample (a Debezium
+    ``before`` in creates) is typed by the batch's other texts, read again as json reads
+    them (a 64-bit-overflowing integer stays an integer, not orjson's float)."""
+    from pyspark.sql import types as T
+
+    from engine.ingest.decode import JSON_TYPE_SAMPLES, PartDecoder
+
+    n = JSON_TYPE_SAMPLES * 40
+    values = [{"id": i, "before": None, "big": None} for i in range(n)]
+    values[n - 3]["before"] = {"x": "late"}  # not a sampled index
+    values[n - 5]["big"] = 2**70
+    datas = [json.dumps(v).encode() for v in values]
+    decoder = PartDecoder("t", "value", "json", lambda: None)  # type: ignore[arg-type,return-value]
+    decoded, spark_type = decoder._json(datas)
+    assert len(decoded.texts) == n
+    assert isinstance(spark_type, T.StructType)
+    assert spark_type["before"].dataType == T.StructType([T.StructField("x", T.StringType())])
+    assert not isinstance(spark_type["big"].dataType, T.DoubleType | T.NullType)
+
+
+def test_a_value_under_a_name_that_is_null_elsewhere_in_the_record_is_found() -> None:
+    """The texts passed over unparsed are only those where every key naming a null
+    path is null wherever it occurs: a record whose ``after.y`` holds a value while its
+    ``before.y`` is null is read."""
+    from pyspark.sql import types as T
+
+    from engine.ingest.decode import JSON_TYPE_SAMPLES, PartDecoder
+
+    n = JSON_TYPE_SAMPLES * 40
+    values: list[dict[str, Any]] = [
+        {"before": {"y": None}, "after": {"y": None, "tags": []}} for _ in range(n)
+    ]
+    values[n - 3]["after"]["y"] = 7
+    values[n - 9]["after"]["tags"] = ["a"]
+    datas = [json.dumps(v).encode() for v in values]
+    decoder = PartDecoder("t", "value", "json", lambda: None)  # type: ignore[arg-type,return-value]
+    _, spark_type = decoder._json(datas)
+    assert isinstance(spark_type, T.StructType)
+    after = spark_type["after"].dataType
+    assert isinstance(after, T.StructType)
+    assert after["y"].dataType == T.LongType()
+    assert after["tags"].dataType == T.ArrayType(T.StringType())
