@@ -3,7 +3,8 @@ exactly once, composing the lock, the positions read back (the claim, the commit
 position and the tail, judged by :mod:`~engine.deliver.ownership`), the staging reader,
 the envelope and the transactional producer (with its waits for an unreachable broker,
 :mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several (:class:`Output`
-each)."""
+each), the outputs of one staging pool sharing one
+:class:`~engine.deliver.feed.StagingFeed`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from engine.deliver.envelopes import DEFAULT, envelope_named
 from engine.deliver.envelopes.base import Envelope, Parts
 from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import StoppedWaiting
+from engine.deliver.feed import StagingFeed
 from engine.deliver.keeper import PositionKeeper
 from engine.deliver.ledger import Ledger
 from engine.deliver.lock import topic_lock
@@ -73,7 +75,9 @@ class Delivery:
 
     ``staged``: the staging topic whose records go to ``topic`` (default: ``topic``).
     ``take_over``: deliver even when the topic's tail was written by another staging
-    pool (:mod:`engine.deliver.ownership`).
+    pool (:mod:`engine.deliver.ownership`). ``feed``: the staging feed this delivery
+    shares with the other outputs of its pool (:mod:`engine.deliver.feed`; default: one
+    of its own).
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class Delivery:
         batch_records: int = BATCH_RECORDS,
         spark: Callable[[], SparkSession] | None = None,
         wait_for_pool: bool = False,
+        feed: StagingFeed | None = None,
     ) -> None:
         self.lake = lake
         self.pool_name = pool
@@ -132,6 +137,7 @@ class Delivery:
         # the state of a run
         self._out: Transactions | None = None
         self._read_version = -1  # staging version read up to (-1: read the snapshot)
+        self._feed = feed
 
     def __repr__(self) -> str:
         source = self.pool_name if self.staged == self.topic else f"{self.pool_name}:{self.staged}"
@@ -194,24 +200,21 @@ class Delivery:
         partitions = self._open_kafka(stop)
         envelope = self._compose(pool, partitions)
         self._recover(envelope)
+        feed = envelope.parts.reader.feed
         board = self._board
         while not stop.is_set():
             board.heartbeat.beat()
-            version = pool.refresh()
-            if version != self._read_version:
-                self._deliver_to(envelope, version, stop)
-                continue
+            # one look at the pool's log for every output of the pool; this output's
+            # own snapshot (its types, its images) catches up only when it moved
+            if self._read_version < 0 or feed.version() != self._read_version:
+                version = pool.refresh()
+                if version != self._read_version:
+                    self._deliver_to(envelope, version, stop)
+                    continue
             if not continuous:
                 break
             self._refresh(envelope)
-            if self.status().state != "idle":
-                board.set(state="idle")
-                board.emit(
-                    "caught-up",
-                    f"{self.topic}: caught up after pool offset {board.delivered_text()} "
-                    f"(staging version {version})",
-                    version=version,
-                )
+            _caught_up(board, self.topic, self._read_version)
             self._pause()
 
     def wake(self) -> None:
@@ -255,7 +258,7 @@ class Delivery:
     def _compose(self, pool: Pool, partitions: list[int]) -> Envelope:
         """The envelope of this run, with the parts it works with; the producer's
         position keeper."""
-        reader = StagingReader(pool, self.staged, batch_records=self.batch_records)
+        reader = StagingReader(pool, self.staged, batch_records=self.batch_records, feed=self._feed)
         shaper = Shaper(self.shaper_sql, reader, self._spark_factory)
         identity = PoolIdentity(str(pool.table.metadata().id), pool.name)
         assert self._out is not None
@@ -357,6 +360,18 @@ class Delivery:
         )
 
 
+def _caught_up(board: StatusBoard, topic: str, version: int) -> None:
+    """Nothing left to deliver up to staging ``version`` (said once, going idle)."""
+    if board.get().state != "idle":
+        board.set(state="idle")
+        board.emit(
+            "caught-up",
+            f"{topic}: caught up after pool offset {board.delivered_text()} (staging "
+            f"version {version})",
+            version=version,
+        )
+
+
 def heartbeat_of(delivery: Delivery) -> Heartbeat:
     """A delivery's heartbeat: its loop beats it, its waits for Kafka are deliberate."""
     return delivery._board.heartbeat
@@ -394,7 +409,12 @@ def deliveries_of(
     lake: Lake, outputs: Sequence[Output], envelope: str | None = None, **options: Any
 ) -> list[Delivery]:
     """One :class:`Delivery` per output, in the output's envelope unless ``envelope`` is
-    given (then every output's)."""
+    given (then every output's); the outputs of one staging pool share one
+    :class:`~engine.deliver.feed.StagingFeed`."""
+    staged: dict[str, set[str]] = {}
+    for o in outputs:
+        staged.setdefault(o.pool, set()).add(o.staged or o.topic)
+    feeds = {name: StagingFeed(topics, lake=lake, name=name) for name, topics in staged.items()}
     return [
         Delivery(
             lake,
@@ -402,6 +422,7 @@ def deliveries_of(
             o.topic,
             envelope=envelope or o.envelope or DEFAULT,
             staged=o.staged,
+            feed=feeds[o.pool],
             **options,
         )
         for o in outputs
