@@ -8,8 +8,9 @@ topic: with hundreds of outputs, one staging commit was read hundreds of times.
 
 - :meth:`StagingFeed.version` looks at the pool's newest version once for every
   delivery that asks at the same moment: a caller gets the result of a look that began
-  after it asked (so a delivery woken by a commit sees the commit), and the callers
-  that waited while one look ran share it.
+  after it asked (so a delivery woken by a commit sees the commit) — or, polling, at
+  most half a poll interval before — and the callers that waited while one look ran
+  share it.
 - :meth:`StagingFeed.changes` reads the records that versions ``first..last`` added to
   the feed's topics from the change data feed (``load_cdf``) once, split by topic, and
   keeps the last few ranges read: the next output asking for the same versions gets
@@ -63,30 +64,41 @@ class StagingFeed:
         if pool is None and (lake is None or name is None):
             raise ValueError("a staging feed needs a pool, or a lake and a pool name")
         self.topics = sorted(set(topics))
-        self._pool = pool
         self._lake = lake
         self._name = name
-        self._lock = threading.Lock()
+        # looks and reads each have a pool object and a lock of their own: a delivery
+        # waiting for a read never waits behind the others' looks
+        self._looker = pool
+        self._looks = threading.Lock()
         self._version = -1
         self._looked_at = float("-inf")  # when the last look at the version began
+        self._pool = pool
+        self._reads = threading.Lock()
         self._read: OrderedDict[tuple[int, int], dict[str, pa.Table]] = OrderedDict()
+
+    def _open(self) -> Pool:
+        assert self._lake is not None
+        assert self._name is not None
+        return self._lake.open_pool(self._name)
 
     @property
     def pool(self) -> Pool:
+        """The pool object the feed reads changes with."""
         if self._pool is None:
-            assert self._lake is not None
-            assert self._name is not None
-            self._pool = self._lake.open_pool(self._name)
+            self._pool = self._open()
         return self._pool
 
-    def version(self) -> int:
-        """The pool's newest version, as a look that began after this call was made saw
-        it (the Delta log is looked at once for the callers that came meanwhile)."""
+    def version(self, max_age: float = 0.0) -> int:
+        """The pool's newest version, as a look that began at most ``max_age`` seconds
+        before this call saw it (0: a look that began after it; the Delta log is looked
+        at once for the callers that came meanwhile)."""
         asked = time.monotonic()
-        with self._lock:
-            if self._looked_at < asked:
+        with self._looks:
+            if self._looked_at < asked - max_age:
+                if self._looker is None:
+                    self._looker = self._open()
                 self._looked_at = time.monotonic()
-                self._version = self.pool.refresh()
+                self._version = self._looker.refresh()
             return self._version
 
     def changes(self, topic: str, first: int, last: int, *, alone: bool = False) -> pa.Table:
@@ -101,11 +113,11 @@ class StagingFeed:
         """
         if topic not in self.topics:
             raise ValueError(f"topic {topic!r} is not one of this staging feed's")
-        with self._lock:
+        with self._reads:
             found = self._read.get((first, last))
             if found is None:
                 if self.pool.table.version() < last:
-                    self._version = max(self._version, self.pool.refresh())
+                    self.pool.refresh()
                 topics = [topic] if alone else self.topics
                 found = _split(self._changes(first, last, topics), topics)
                 if alone:

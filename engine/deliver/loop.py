@@ -202,11 +202,13 @@ class Delivery:
         self._recover(envelope)
         feed = envelope.parts.reader.feed
         board = self._board
+        woken = False
         while not stop.is_set():
             board.heartbeat.beat()
-            # one look at the pool's log for every output of the pool; this output's
-            # own snapshot (its types, its images) catches up only when it moved
-            if self._read_version < 0 or feed.version() != self._read_version:
+            # one look at the pool's log for every output of the pool (a recent one when
+            # polling); this output's own snapshot catches up only when it moved
+            recent = 0.0 if woken else self.poll_interval / 2
+            if self._read_version < 0 or feed.version(recent) != self._read_version:
                 version = pool.refresh()
                 if version != self._read_version:
                     self._deliver_to(envelope, version, stop)
@@ -215,18 +217,19 @@ class Delivery:
                 break
             self._refresh(envelope)
             _caught_up(board, self.topic, self._read_version)
-            self._pause()
+            woken = self._pause()
 
     def wake(self) -> None:
         """The staging pool may have a new commit, or the run should stop: look now
         instead of at the next poll."""
         self._woken.set()
 
-    def _pause(self) -> None:
+    def _pause(self) -> bool:
         """Until the next poll of the pool, or a :meth:`wake` (a commit of this
-        process's ETL, or stop)."""
-        self._woken.wait(self.poll_interval)
+        process's ETL, or stop): True when woken."""
+        woken = self._woken.wait(self.poll_interval)
         self._woken.clear()
+        return woken
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
         wait = continuous and self.wait_for_pool

@@ -46,11 +46,13 @@ def test_deliveries_asking_at_once_share_one_look() -> None:
     assert seen == [1] + [2] * 20
 
 
-def test_a_caller_never_gets_a_look_that_began_before_it_asked() -> None:
+def test_a_caller_gets_a_look_that_began_after_it_asked_unless_a_recent_one_will_do() -> None:
     pool = _SlowPool()
     feed = StagingFeed(["a"], pool=pool)  # type: ignore[arg-type]
     assert feed.version() == 1
     assert feed.version() == 2  # asked after the first look ended: a new look
+    assert pool.looks == 2
+    assert feed.version(max_age=60) == 2  # polling: a recent look will do
     assert pool.looks == 2
 
 
