@@ -70,3 +70,15 @@ def test_split_keeps_each_topics_rows_in_order_and_drops_rows_without_topic() ->
     assert _split(table.slice(0, 0), ["a", "b"]) == {}
     one = _split(table.slice(0, 1), ["b"])
     assert one["b"].column_names == ["offset"]
+
+
+def test_split_of_a_table_read_in_several_batches() -> None:
+    table = pa.concat_tables(
+        [
+            pa.table({"topic": ["b", "a"], "offset": [0, 0]}),
+            pa.table({"topic": ["c", "a", "b"], "offset": [0, 1, 1]}),
+            pa.table({"topic": ["d"], "offset": [0]}),
+        ]
+    )
+    got = {t: r.column("offset").to_pylist() for t, r in _split(table, list("abcd")).items()}
+    assert got == {"a": [0, 1], "b": [0, 1], "c": [0], "d": [0]}
