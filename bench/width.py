@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/width.py [--tables 200] [--events 20] [--columns 60]
                                     [--format avro|json] [--runs 3] [--phases ingest,etl,run]
+                                    [--outputs 400] [--per-output 3]
 
 A Debezium PostgreSQL connector's topics (tests/fixtures/wide.py): ``--tables`` topics
 of ``--columns``-wide rows with the connector's full ``source``, ``--events`` change
@@ -20,6 +21,13 @@ registry (engine.local, free ports on 127.0.0.1, stopped by PID at the end).
 * **run**: ``zync run CONFIG`` on a fresh lake over the produced topics, from process
   start until the first output is visible on an output topic to a ``read_committed``
   consumer, and until every table's outputs are. Bar: first output ≤ 20 s.
+* **deliver**: to-kafka with ``--outputs`` outputs (default 400): ``zync run CONFIG
+  --only to-kafka`` (one process delivering every output of a pass-through
+  configuration, the way ``zync run`` does) while this process runs the ETL (a warm
+  runner): after a first pass has been delivered, each of ``--runs`` passes commits
+  ``--per-output`` new outputs to every output topic in one staging commit, timed from
+  the end of that commit until a ``read_committed`` consumer sees all of them. Also the
+  delivering process's threads and its CPU while every output is idle (10 s).
 
 Prints one line per figure and the load average.
 """
@@ -190,6 +198,124 @@ def first_output(stack: Stack, config: Path, work: Path, outputs: list[str], exp
         print(f"zync run's last lines:\n{(work / 'run.err').read_text()[-3000:]}", flush=True)
 
 
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
+def deliver_latency(stack: Stack, args: argparse.Namespace, work: Path) -> None:
+    """ETL commit of ``--per-output`` new outputs to each of ``--outputs`` topics → all
+    visible, delivered by ``zync run --only to-kafka``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from engine.api import EtlRunner, Lake, SparkSettings, get_spark, load_config
+    from engine.kafka.clients import admin_client
+    from tests.integration.test_etl_support import append_events
+
+    tables, per = args.outputs, args.per_output
+    config = write_config(work, wide.pass_through_config(tables, name="deliver"), "deliver")
+    lake = Lake(work / "deliver-lake")
+    raw = lake.create_pool("Raw", "raw")
+    lake.create_pool("Staging", "staging")
+    spark = get_spark(SparkSettings(master=os.environ.get("ZYNC_SPARK_MASTER", "local[2]")))
+    runner = EtlRunner(load_config(config), lake, spark)
+    outputs = [f"clean.t{t:03d}" for t in range(tables)]
+    changes = iter(range(10_000))
+
+    def stage(count: int) -> float:
+        """One pass committing ``count`` outputs per table; seconds the pass took."""
+        n = [next(changes) for _ in range(count)]
+        append_events(
+            raw,
+            [
+                {"topic": wide.topic(t), "key": k, "value": v}
+                for t in range(tables)
+                for k, v in (wide.change(t, i, columns=args.columns) for i in n)
+            ],
+        )
+        started = time.perf_counter()
+        result = runner.run_pass()
+        assert sum(result.outputs.values()) == tables * count, result.outputs
+        return time.perf_counter() - started
+
+    stage(1)  # the first outputs: to-kafka creates the topics and registers the schemas
+    argv = [
+        str(Path(sys.executable).with_name("zync")), "run", str(config), "--only", "to-kafka",
+        "--lake", str(work / "deliver-lake"), "--no-api",
+    ]
+    err = (work / "deliver.err").open("wb")
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=ROOT, env=stack.env(), stdout=subprocess.DEVNULL, stderr=err)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": stack.bootstrap,
+            "group.id": f"bench-deliver-{time.time_ns()}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    seen = 0
+
+    def until(expected: int, what: str) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 900
+        while seen < expected:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{what}: {seen} of {expected} outputs after 900 s")
+            if proc.poll() is not None:
+                raise SystemExit(f"zync run exited with {proc.returncode}: {(work / 'deliver.err').read_text()[-2000:]}")
+            for message in consumer.consume(1000, timeout=0.05):
+                if message.error() is None:
+                    seen += 1
+
+    try:
+        admin = admin_client(stack.profile)
+        while not set(outputs) <= set(admin.list_topics(timeout=10).topics):
+            if time.monotonic() - started > 900:
+                raise SystemExit("to-kafka did not create every output topic within 900 s")
+            if proc.poll() is not None:
+                raise SystemExit(f"zync run exited with {proc.returncode}: {(work / 'deliver.err').read_text()[-2000:]}")
+            time.sleep(0.5)
+        consumer.assign([TopicPartition(t, 0, 0) for t in outputs])
+        until(tables, "the first pass")
+        print(f"deliver: {tables} outputs started and delivered the first pass {time.monotonic() - started:.1f} s after start", flush=True)
+        time.sleep(2.0)  # every delivery idle
+        cpu, wall = _process_cpu(proc.pid), time.monotonic()
+        time.sleep(10.0)
+        idle = (_process_cpu(proc.pid) - cpu) / (time.monotonic() - wall)
+        print(f"deliver: idle, {tables} outputs: {_threads(proc.pid)} threads, {idle * 100:.0f} % of a core", flush=True)
+        times = []
+        for k in range(args.runs):
+            pass_seconds = stage(per)
+            committed = time.monotonic()
+            until(tables * (1 + per * (k + 1)), f"pass {k}")
+            times.append(time.monotonic() - committed)
+            print(f"  deliver pass {k}: ETL pass {pass_seconds:.2f} s, commit -> all {tables * per} visible {times[-1]:.2f} s", flush=True)
+        print(
+            f"deliver: ETL commit of {tables * per} outputs over {tables} topics -> all visible: "
+            f"median {statistics.median(times):.2f} s ({', '.join(f'{t:.2f}' for t in times)})",
+            flush=True,
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+            print("zync run did not stop within 120 s of SIGTERM", flush=True)
+        consumer.close()
+        err.close()
+
+
 def main() -> None:
     from bench.stopping import stop_on_sigterm
 
@@ -201,6 +327,8 @@ def main() -> None:
     parser.add_argument("--format", choices=("avro", "json"), default="avro")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--phases", default="ingest,etl,run")
+    parser.add_argument("--outputs", type=int, default=400, help="deliver: output topics")
+    parser.add_argument("--per-output", type=int, default=3, help="deliver: outputs per topic per pass")
     args = parser.parse_args()
     phases = set(args.phases.split(","))
     logging.getLogger("engine.kafka.librdkafka").setLevel(logging.ERROR)
@@ -213,7 +341,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="zync-bench-width-") as tmp:
         work = Path(tmp)
-        if phases & {"ingest", "run"}:
+        if phases & {"ingest", "run", "deliver"}:
             broker_proc = broker.start_broker(work / "broker", port=0, timeout=60)
             registry_proc = registry.start_registry(work / "registry", port=0, timeout=60)
         try:
@@ -254,12 +382,14 @@ def main() -> None:
                 print(f"from-kafka wide / one topic: {o / w:.2f} (bar >= 0.8)", flush=True)
             if "etl" in phases:
                 etl_passes(args, work)
+            if "deliver" in phases:
+                deliver_latency(Stack(broker_proc.address, registry_proc.address, work), args, work)
             if "run" in phases:
                 outputs = [f"clean.t{t:03d}" for t in range(args.tables)]
                 first, whole = first_output(stack, config, work, outputs, n)
                 print(f"zync run: first output {first:.1f} s after start (bar <= 20 s), all {n:,} outputs after {whole:.1f} s", flush=True)
         finally:
-            if phases & {"ingest", "run"}:
+            if phases & {"ingest", "run", "deliver"}:
                 processes.stop_process(registry_proc)
                 processes.stop_process(broker_proc)
         print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")

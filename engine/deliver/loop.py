@@ -3,7 +3,8 @@ exactly once, composing the lock, the positions read back (the claim, the commit
 position and the tail, judged by :mod:`~engine.deliver.ownership`), the staging reader,
 the envelope and the transactional producer (with its waits for an unreachable broker,
 :mod:`~engine.deliver.faults`); :func:`deliver_outputs` runs several (:class:`DeliveryOutput`
-each)."""
+each), the outputs of one staging pool sharing one
+:class:`~engine.deliver.feed.StagingFeed`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from engine.deliver.envelopes import envelope_named
 from engine.deliver.envelopes.base import Envelope, Parts
 from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import StoppedWaiting
+from engine.deliver.feed import StagingFeed
 from engine.deliver.keeper import PositionKeeper
 from engine.deliver.ledger import Ledger
 from engine.deliver.lock import topic_lock
@@ -68,7 +70,9 @@ class Delivery:
 
     ``staged``: the staging topic whose records go to ``topic`` (default: ``topic``).
     ``take_over``: deliver even when the topic's tail was written by another staging
-    pool (:mod:`engine.deliver.ownership`).
+    pool (:mod:`engine.deliver.ownership`). ``feed``: the staging feed this delivery
+    shares with the other outputs of its pool (:mod:`engine.deliver.feed`; default: one
+    of its own).
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class Delivery:
         batch_records: int = BATCH_RECORDS,
         spark: Callable[[], SparkSession] | None = None,
         wait_for_pool: bool = False,
+        feed: StagingFeed | None = None,
     ) -> None:
         self.lake = lake
         self.pool_name = pool
@@ -127,6 +132,7 @@ class Delivery:
         # the state of a run
         self._out: Transactions | None = None
         self._read_version = -1  # staging version read up to (-1: read the snapshot)
+        self._feed = feed
 
     def __repr__(self) -> str:
         source = self.pool_name if self.staged == self.topic else f"{self.pool_name}:{self.staged}"
@@ -189,36 +195,36 @@ class Delivery:
         partitions = self._open_kafka(stop)
         envelope = self._compose(pool, partitions)
         self._recover(envelope)
+        feed = envelope.parts.reader.feed
         board = self._board
+        woken = False
         while not stop.is_set():
             board.heartbeat.beat()
-            version = pool.refresh()
-            if version != self._read_version:
-                self._deliver_to(envelope, version, stop)
-                continue
+            # one look at the pool's log for every output of the pool (a recent one when
+            # polling); this output's own snapshot catches up only when it moved
+            recent = 0.0 if woken else self.poll_interval / 2
+            if self._read_version < 0 or feed.version(recent) != self._read_version:
+                version = pool.refresh()
+                if version != self._read_version:
+                    self._deliver_to(envelope, version, stop)
+                    continue
             if not continuous:
                 break
             self._refresh(envelope)
-            if self.status().state != "idle":
-                board.set(state="idle")
-                board.emit(
-                    "caught-up",
-                    f"{self.topic}: caught up after pool offset {board.delivered_text()} "
-                    f"(staging version {version})",
-                    version=version,
-                )
-            self._pause()
+            _caught_up(board, self.topic, self._read_version)
+            woken = self._pause()
 
     def wake(self) -> None:
         """The staging pool may have a new commit, or the run should stop: look now
         instead of at the next poll."""
         self._woken.set()
 
-    def _pause(self) -> None:
+    def _pause(self) -> bool:
         """Until the next poll of the pool, or a :meth:`wake` (a commit of this
-        process's ETL, or stop)."""
-        self._woken.wait(self.poll_interval)
+        process's ETL, or stop): True when woken."""
+        woken = self._woken.wait(self.poll_interval)
         self._woken.clear()
+        return woken
 
     def _open_pool(self, stop: threading.Event, continuous: bool) -> Pool | None:
         wait = continuous and self.wait_for_pool
@@ -250,7 +256,7 @@ class Delivery:
     def _compose(self, pool: Pool, partitions: list[int]) -> Envelope:
         """The envelope of this run, with the parts it works with; the producer's
         position keeper."""
-        reader = StagingReader(pool, self.staged, batch_records=self.batch_records)
+        reader = StagingReader(pool, self.staged, batch_records=self.batch_records, feed=self._feed)
         shaper = Shaper(self.shaper_sql, reader, self._spark_factory)
         identity = PoolIdentity(str(pool.table.metadata().id), pool.name)
         assert self._out is not None
@@ -352,6 +358,18 @@ class Delivery:
         )
 
 
+def _caught_up(board: StatusBoard, topic: str, version: int) -> None:
+    """Nothing left to deliver up to staging ``version`` (said once, going idle)."""
+    if board.get().state != "idle":
+        board.set(state="idle")
+        board.emit(
+            "caught-up",
+            f"{topic}: caught up after pool offset {board.delivered_text()} (staging "
+            f"version {version})",
+            version=version,
+        )
+
+
 def heartbeat_of(delivery: Delivery) -> Heartbeat:
     """A delivery's heartbeat: its loop beats it, its waits for Kafka are deliberate."""
     return delivery._board.heartbeat
@@ -389,7 +407,12 @@ def deliveries_of(
     lake: Lake, outputs: Sequence[DeliveryOutput], envelope: str | None = None, **options: Any
 ) -> list[Delivery]:
     """One :class:`Delivery` per output, in the output's envelope unless ``envelope`` is
-    given (then every output's)."""
+    given (then every output's); the outputs of one staging pool share one
+    :class:`~engine.deliver.feed.StagingFeed`."""
+    staged: dict[str, set[str]] = {}
+    for o in outputs:
+        staged.setdefault(o.pool, set()).add(o.staged or o.topic)
+    feeds = {name: StagingFeed(topics, lake=lake, name=name) for name, topics in staged.items()}
     return [
         Delivery(
             lake,
@@ -397,6 +420,7 @@ def deliveries_of(
             o.topic,
             envelope=envelope or o.envelope or DEFAULT,
             staged=o.staged,
+            feed=feeds[o.pool],
             **options,
         )
         for o in outputs

@@ -4,7 +4,8 @@ pool has the column) and, from the change feed, ``time``.
 
 The first pass reads the snapshot's files in commit order (streamed); later passes read
 only the versions committed since, through the Delta log's change data feed
-(``load_cdf``). Previous images (the latest value of each key) come from the snapshot.
+(``load_cdf``), read once for every output of the pool (:mod:`~engine.deliver.feed`).
+Previous images (the latest value of each key) come from the snapshot.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.deliver.errors import DeliveryError
-from engine.lake.pool_record import AVRO_FIELD, AVRO_TYPE
+from engine.deliver.feed import StagingFeed, record_columns
 
 if TYPE_CHECKING:
     from engine.lake.pools import Pool
@@ -25,18 +26,19 @@ if TYPE_CHECKING:
 FIRST_TRANSACTION = 8_192
 
 
-class _MetadataVersion(Exception):
-    """The change data feed cannot start at a version holding a metaData action."""
-
-
 class StagingReader:
     """Reads the records of ``topic`` in a staging pool (never its markers or dead
     letters)."""
 
-    def __init__(self, pool: Pool, topic: str, *, batch_records: int) -> None:
+    def __init__(
+        self, pool: Pool, topic: str, *, batch_records: int, feed: StagingFeed | None = None
+    ) -> None:
         self.pool = pool
         self.topic = topic
         self.batch_records = batch_records
+        #: reads the changes of versions: shared by the outputs of one pool, or this
+        #: reader's own
+        self.feed = feed if feed is not None else StagingFeed([topic], pool=pool)
 
     def record_condition(self) -> pc.Expression:
         # marker rows have no kafka struct: the topic test leaves them out; a dead letter
@@ -84,7 +86,7 @@ class StagingReader:
             condition = condition & (offset >= low)
         schema = arrow_schema(table)
         scanner = parquet_dataset(self.pool.location, uris, schema).scanner(
-            columns=_record_columns(schema, texts=texts, keys=keys),
+            columns=record_columns(schema, texts=texts, keys=keys),
             filter=condition,
             batch_size=64 * 1024,
         )
@@ -159,127 +161,12 @@ class StagingReader:
             return None
         return int(pc.max(table.column("offset")).as_py())
 
-    def changes(self, first: int, last: int) -> pa.Table:
+    def changes(self, first: int, last: int, *, alone: bool = False) -> pa.Table:
         """Records of the topic added by versions ``first..last``, with their version
-        (column ``time``), from the Delta log's change data feed.
-
-        delta-rs refuses a feed that starts at a version holding a metaData action
-        (table creation, a change of the pool's recorded types): such a version is read
-        by comparing its file list with the previous version's instead.
-        """
-        parts = []
-        version = first
-        while version <= last:
-            try:
-                parts.append(self._change_feed(version, last))
-                break
-            except _MetadataVersion:
-                parts.append(self._version_rows(version))
-                version += 1
-        if not parts:  # no version: nothing added
-            return self._rows_schema().empty_table()
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-
-    def _change_feed(self, first: int, last: int) -> pa.Table:
-        from engine.lake.delta import arrow_schema  # deferred: deltalake
-
-        try:
-            avro = _has_avro(arrow_schema(self.pool.table))
-            reader = self.pool.table.load_cdf(
-                starting_version=first,
-                ending_version=last,
-                predicate=f"kafka.topic = '{_sql_string(self.topic)}'",
-                columns=[
-                    "kafka",
-                    "key",
-                    "value",
-                    *(["avro"] if avro else []),
-                    "deadletter",
-                    "marker",
-                    "_change_type",
-                    "_commit_version",
-                ],
-            )
-            table = pa.RecordBatchReader.from_stream(reader).read_all()
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises several kinds
-            if "does not have change data enabled" in str(exc):
-                raise _MetadataVersion from None
-            raise DeliveryError(
-                f"cannot read the changes of pool {self.pool.name!r} (versions {first}.."
-                f"{last}) from its Delta log: {exc}"
-            ) from None
-        keep = pc.and_(
-            pc.and_(pc.is_null(table.column("marker")), pc.is_null(table.column("deadletter"))),
-            pc.equal(table.column("_change_type").cast(pa.string()), "insert"),
-        )
-        rows = pa.table(
-            {
-                "offset": pc.struct_field(table.column("kafka"), "offset").cast(pa.int64()),
-                "key": table.column("key").cast(pa.string()),
-                "value": table.column("value").cast(pa.string()),
-                **({"avro": table.column("avro").cast(AVRO_TYPE)} if avro else {}),
-                "time": table.column("_commit_version").cast(pa.int64()),
-            }
-        )
-        return rows.filter(keep)
-
-    def _rows_schema(self) -> pa.Schema:
-        """The columns of the changes read: those of the newest table's rows."""
-        from engine.lake.delta import arrow_schema  # deferred: deltalake
-
-        avro = _has_avro(arrow_schema(self.pool.table))
-        return pa.schema(
-            [
-                ("offset", pa.int64()),
-                ("key", pa.string()),
-                ("value", pa.string()),
-                *([("avro", AVRO_TYPE)] if avro else []),
-                ("time", pa.int64()),
-            ]
-        )
-
-    def _version_rows(self, version: int) -> pa.Table:
-        """Records of the topic in the files that ``version`` added."""
-        # deferred: deltalake
-        from engine.lake.delta import arrow_schema, parquet_dataset
-
-        table = self.pool.snapshot(version)
-        before = set(self.pool.snapshot(version - 1).file_uris()) if version > 0 else set()
-        added = [uri for uri in table.file_uris() if uri not in before]
-        schema = self._rows_schema()
-        avro = "avro" in schema.names
-        if not added:
-            return schema.empty_table()
-        table_schema = arrow_schema(table)
-        dataset = parquet_dataset(self.pool.location, added, table_schema)
-        rows = dataset.to_table(
-            columns=_record_columns(table_schema), filter=self.record_condition()
-        )
-        if avro and "avro" not in rows.column_names:  # a version before the upgrade
-            rows = rows.append_column("avro", pa.nulls(rows.num_rows, AVRO_TYPE))
-        return rows.append_column(
-            "time", pa.array([version] * rows.num_rows, type=pa.int64())
-        ).cast(schema)
-
-
-def _has_avro(schema: pa.Schema) -> bool:
-    return AVRO_FIELD.name in schema.names
-
-
-def _record_columns(
-    schema: pa.Schema, *, texts: bool = True, keys: bool = False
-) -> dict[str, pc.Expression]:
-    """What a record read projects: ``offset, key, value`` and, from a staging pool
-    that has it, ``avro`` (the Avro bodies the ETL wrote); without ``texts`` (and with
-    ``avro``), not ``key, value`` (but ``key`` with ``keys``)."""
-    columns = {"offset": pc.field("kafka", "offset")}
-    if texts or not _has_avro(schema):
-        columns |= {"key": pc.field("key"), "value": pc.field("value")}
-    elif keys:
-        columns["key"] = pc.field("key")
-    if _has_avro(schema):
-        columns["avro"] = pc.field("avro")
-    return columns
+        (column ``time``), from the Delta log's change data feed (read once for every
+        output of the pool that shares the :attr:`feed`; ``alone``: for this topic
+        only, a range no other output reads)."""
+        return self.feed.changes(self.topic, first, last, alone=alone)
 
 
 def latest_images(table: pa.Table) -> dict[str, str]:
@@ -294,7 +181,3 @@ def latest_images(table: pa.Table) -> dict[str, str]:
     latest = frame.sort("offset").unique(subset=["key"], keep="last")
     latest = latest.filter(pl.col("value").is_not_null() & pl.col("key").is_not_null())
     return dict(zip(latest["key"].to_list(), latest["value"].to_list(), strict=True))
-
-
-def _sql_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")

@@ -151,7 +151,7 @@ class DifferentialEnvelope(Envelope):
             # whole times from the oldest one not closed everywhere, so that progress
             # counts cover every update of a time
             oldest = self.resume_time
-            changes = reader.changes(oldest, version)
+            changes = reader.changes(oldest, version, alone=True)  # a resume: its own
             changes = changes.filter(pc.greater_equal(changes.column("time"), oldest))
             if changes.num_rows:
                 first = int(pc.min(changes.column("offset")).as_py())
