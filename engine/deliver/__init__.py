@@ -26,7 +26,7 @@ Reading (:mod:`~engine.deliver.read`): the first pass reads the snapshot's files
 commit order, later passes only the versions committed since, through the Delta log's
 change data feed. Envelopes (:mod:`~engine.deliver.envelopes`, one module each) make
 the messages: ``jdbc`` (default), ``debezium``, ``differential`` and ``materialize``
-(:class:`~engine.deliver.loop.Output` names one per output). Formats
+(:class:`~engine.deliver.loop.DeliveryOutput` names one per output). Formats
 (:mod:`~engine.deliver.encode`): ``avro`` (Confluent wire format, schemas in the
 registry), ``connect-json`` (``{schema, payload}``, schemas from the same Spark types)
 and ``json`` (the JSON text). A shaper (:mod:`~engine.deliver.output_shaper`) may reshape each
