@@ -82,7 +82,7 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
     lake, broker, monkeypatch
 ) -> None:
     from engine.deliver import feed as feed_module
-    from engine.deliver.loop import Output, deliver_outputs, deliveries_of, run_deliveries
+    from engine.deliver.loop import DeliveryOutput, deliver_outputs, deliveries_of, run_deliveries
 
     reads: list[tuple[int, int]] = []
     changes = feed_module.StagingFeed._changes
@@ -97,7 +97,7 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
     prefix = unique("wide")
     topics = [f"{prefix}.t{i:02d}" for i in range(OUTPUTS)]
     pool = staging_pool(lake, unique("Staging"))
-    outputs = [Output(pool.name, t) for t in topics]
+    outputs = [DeliveryOutput(pool.name, t) for t in topics]
     counts = dict.fromkeys(topics, 0)
     stage_all(pool, counts, 2)
 
