@@ -149,6 +149,7 @@ def _stage_as_etl(spark: Any, pool: Any, topic: str, first: int, count: int) -> 
 def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dict[str, float]:
     from confluent_kafka import TopicPartition
 
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.loop import Delivery
     from engine.kafka.clients import consumer, ensure_topic
 
@@ -173,7 +174,7 @@ def latency(lake: Any, kafka: Any, registry: Any, commits: int, fmt: str) -> dic
                     seen[current] = time.time()
         reader.close()
 
-    delivery = Delivery(lake, pool.name, topic, kafka=kafka, registry=registry, format=fmt)
+    delivery = Delivery(lake, pool.name, topic, DeliveryOptions(kafka=kafka, registry=registry, format=fmt))
     runner = threading.Thread(
         target=delivery.run, args=(stop,), kwargs={"continuous": True}, daemon=True
     )
@@ -446,17 +447,15 @@ def _delivery_run(
     ``staged`` to the new topic ``topic`` of ``partitions`` partitions, timed from its
     start to its end: seconds, this process's CPU seconds and (with ``broker_pid``)
     where the CPU went."""
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.loop import Delivery
 
     delivery = Delivery(
         lake,
         pool.name,
         topic,
-        kafka=kafka,
-        registry=registry,
-        format=fmt,
+        DeliveryOptions(kafka=kafka, registry=registry, format=fmt, partitions=partitions),
         staged=staged,
-        partitions=partitions,
     )
     watch = None if broker_pid is None else CpuWatch(broker_pid)
     cpu = _cpu()

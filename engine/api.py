@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from engine.chart.build import ChartPlan, plan_chart, write_chart
     from engine.chart.values import ChartError
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.loop import DeliveryOutput, deliver_outputs
     from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
     from engine.durations import format_seconds, parse_seconds
@@ -350,6 +351,7 @@ __all__ = [
     "DeliveryEvent",
     "DeliveryStatus",
     "deliver_outputs",
+    "DeliveryOptions",
     "DeliveryOutput",
     "config_outputs",
     # apply: outputs kept as Delta tables (current state or history), exactly once

@@ -12,9 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from engine.deliver.delivery_options import DeliveryOptions
 from engine.deliver.envelopes import envelope_named
 from engine.deliver.envelopes.base import Envelope, Parts
 from engine.deliver.errors import DeliveryError
@@ -36,16 +36,9 @@ from engine.kafka.codecs.formats import Format
 from engine.kafka.envelope_names import DEFAULT
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
     from engine.lake.pools import Lake, Pool
-    from engine.settings.kafka import KafkaProfile
-    from engine.settings.registry import RegistryProfile
 
-#: Records per Kafka transaction (a transaction also never spans a partial read).
-BATCH_RECORDS = 100_000
-#: How often the staging pool's Delta log is polled in continuous mode, in seconds.
-POLL_INTERVAL = 0.2
 
 
 @dataclass(frozen=True)
@@ -80,42 +73,34 @@ class Delivery:
         lake: Lake,
         pool: str,
         topic: str,
+        options: DeliveryOptions,
         *,
-        kafka: KafkaProfile,
-        registry: RegistryProfile | None = None,
-        format: Format | str = Format.AVRO,  # noqa: A002 - the option's name
         envelope: str = DEFAULT,
         staged: str | None = None,
-        take_over: bool = False,
-        shaper: str | Path | None = None,
-        partitions: int = 1,
-        replication: int = 1,
-        poll_interval: float = POLL_INTERVAL,
-        batch_records: int = BATCH_RECORDS,
-        spark: Callable[[], SparkSession] | None = None,
-        wait_for_pool: bool = False,
         feed: StagingFeed | None = None,
     ) -> None:
         self.lake = lake
         self.pool_name = pool
         self.topic = topic
         self.staged = staged or topic
-        self.take_over = take_over
-        self.kafka = kafka
-        self.registry = registry
+        self.options = options
+        self.take_over = options.take_over
+        self.kafka = options.kafka
+        self.registry = registry = options.registry
+        format = options.format  # noqa: A001 - the option's name
         try:
             self.format = Format.parse(format) if isinstance(format, str) else format
             self.envelope: type[Envelope] = envelope_named(envelope)
             self.envelope.check_format(self.format)
         except ValueError as exc:
             raise DeliveryError(str(exc)) from None
-        self.shaper_sql = load_shaper(shaper)
-        self.partitions_wanted = partitions
-        self.replication = replication
-        self.poll_interval = poll_interval
-        self.batch_records = batch_records
-        self.wait_for_pool = wait_for_pool
-        self._spark_factory = spark
+        self.shaper_sql = load_shaper(options.shaper)
+        self.partitions_wanted = options.partitions
+        self.replication = options.replication
+        self.poll_interval = options.poll_interval
+        self.batch_records = options.batch_records
+        self.wait_for_pool = options.wait_for_pool
+        self._spark_factory = options.spark
         if self.format is Format.AVRO and registry is None:
             raise DeliveryError(
                 "the avro format needs a Schema Registry: run `zync dev up` or configure "
@@ -404,7 +389,10 @@ def open_staging_pool(
 
 
 def deliveries_of(
-    lake: Lake, outputs: Sequence[DeliveryOutput], envelope: str | None = None, **options: Any
+    lake: Lake,
+    outputs: Sequence[DeliveryOutput],
+    options: DeliveryOptions,
+    envelope: str | None = None,
 ) -> list[Delivery]:
     """One :class:`Delivery` per output, in the output's envelope unless ``envelope`` is
     given (then every output's); the outputs of one staging pool share one
@@ -418,10 +406,10 @@ def deliveries_of(
             lake,
             o.pool,
             o.topic,
+            options,
             envelope=envelope or o.envelope or DEFAULT,
             staged=o.staged,
             feed=feeds[o.pool],
-            **options,
         )
         for o in outputs
     ]
@@ -430,17 +418,17 @@ def deliveries_of(
 def deliver_outputs(
     lake: Lake,
     outputs: Sequence[DeliveryOutput],
+    options: DeliveryOptions,
     *,
     stop: threading.Event | None = None,
     on_event: Callable[[DeliveryEvent], None] | None = None,
     continuous: bool = False,
     envelope: str | None = None,
-    **options: Any,
 ) -> list[DeliveryStatus]:
     """Run one :class:`Delivery` per output, each in its own thread, until all return
     (or ``stop``); raises the first failure after stopping the others."""
     stop = stop or threading.Event()
-    deliveries = deliveries_of(lake, outputs, envelope, **options)
+    deliveries = deliveries_of(lake, outputs, options, envelope)
     run_deliveries(deliveries, stop, on_event, continuous=continuous)
     return [d.status() for d in deliveries]
 

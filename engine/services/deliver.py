@@ -1,5 +1,6 @@
 """The to-kafka service: one continuous :class:`engine.deliver.loop.Delivery` per output
-(:class:`engine.deliver.loop.Output`), each in its own thread inside the service's.
+(:class:`engine.deliver.loop.DeliveryOutput`, all with one
+:class:`engine.deliver.delivery_options.DeliveryOptions`), each in its own thread inside the service's.
 
 A delivery's events become the service's (``delivered`` ones are counted as commits);
 the first delivery that fails stops the others and fails the service. ``detail`` is the
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.services.report import (
@@ -24,16 +24,13 @@ from engine.services.report import (
     readings,
 )
 from engine.services.service import RUNNING, Service, ServiceEvent, ServiceStatus
-from engine.spark import SparkSource, spark_factory
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.loop import Delivery, DeliveryOutput
     from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
     from engine.lake.pools import Lake
-    from engine.settings.kafka import KafkaProfile
-    from engine.settings.registry import RegistryProfile
 
 
 BYTES_OUT = Metric(
@@ -60,38 +57,16 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
         self,
         outputs: Iterable[DeliveryOutput],
         lake: Lake,
+        options: DeliveryOptions,
         *,
-        kafka: KafkaProfile,
-        registry: RegistryProfile | None = None,
-        format: str = "avro",  # noqa: A002 - the option's name
         envelope: str | None = None,
-        take_over: bool = False,
-        partitions: int = 1,
-        replication: int = 1,
-        shaper: str | Path | None = None,
-        spark: SparkSource = None,
-        poll_interval: float | None = None,
-        batch_records: int | None = None,
-        wait_for_pool: bool = True,
         on_event: Callable[[ServiceEvent], None] | None = None,
     ) -> None:
         super().__init__(on_event=on_event)
         self.outputs = list(outputs)
         self.lake = lake
-        self.kafka = kafka
-        self.registry = registry
-        self.format = format
+        self.options = options
         self.envelope = envelope
-        self.take_over = take_over
-        self.partitions = partitions
-        self.replication = replication
-        self.shaper = shaper
-        self._spark: Callable[[], SparkSession] | None = (
-            spark_factory(spark) if shaper is not None else None
-        )
-        self.poll_interval = poll_interval  # None: the delivery's default
-        self.batch_records = batch_records  # None: the delivery's default
-        self.wait_for_pool = wait_for_pool  # False: a missing staging pool fails the loop
         self._deliveries: list[Delivery] = []
 
     def deliveries(self) -> list[Delivery]:
@@ -110,30 +85,9 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
 
     def _run(self, stop: threading.Event) -> None:
         # deferred: the delivery loop loads the codecs, confluent_kafka and deltalake
-        from engine.deliver.loop import (
-            POLL_INTERVAL,
-            deliveries_of,
-            heartbeat_of,
-            run_deliveries,
-        )
+        from engine.deliver.loop import deliveries_of, heartbeat_of, run_deliveries
 
-        extra = {} if self.batch_records is None else {"batch_records": self.batch_records}
-        self._deliveries = deliveries_of(
-            self.lake,
-            self.outputs,
-            self.envelope,
-            kafka=self.kafka,
-            registry=self.registry,
-            format=self.format,
-            take_over=self.take_over,
-            partitions=self.partitions,
-            replication=self.replication,
-            shaper=self.shaper,
-            spark=self._spark,
-            poll_interval=POLL_INTERVAL if self.poll_interval is None else self.poll_interval,
-            wait_for_pool=self.wait_for_pool,
-            **extra,
-        )
+        self._deliveries = deliveries_of(self.lake, self.outputs, self.options, self.envelope)
         for delivery in self._deliveries:
             self.heartbeat.adopt(heartbeat_of(delivery))
         self._running()

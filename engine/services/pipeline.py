@@ -115,16 +115,21 @@ class Pipeline:
                         f"(outputs: {', '.join(known)})"
                     )
             delivered = [o for o in delivered if o.topic in wanted]
+        from engine.deliver.delivery_options import DeliveryOptions  # deferred: the codecs' modules
+
         self.to_kafka = ToKafkaService(
             delivered,
             lake,
-            kafka=self.kafka,
-            registry=registry,
-            format=chosen,
+            DeliveryOptions(
+                kafka=self.kafka,
+                registry=registry,
+                format=chosen,
+                take_over=take_over,
+                partitions=partitions,
+                replication=replication,
+                wait_for_pool=True,
+            ),
             envelope=envelope,
-            take_over=take_over,
-            partitions=partitions,
-            replication=replication,
         )
         self.apply: ApplyService | None = None
         if self.config.tables:

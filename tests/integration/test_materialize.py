@@ -208,12 +208,13 @@ def test_rebuilt_table_is_staging_and_the_schema_is_the_documented_one(
 
 
 def test_materialize_needs_avro(lake, broker) -> None:
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.errors import DeliveryError
     from engine.deliver.loop import Delivery
 
     kafka, _ = profiles(broker)
     with pytest.raises(DeliveryError, match="materialize envelope is written in avro only"):
-        Delivery(lake, "Staging", unique("MzJson"), kafka=kafka, format="json", envelope="materialize")
+        Delivery(lake, "Staging", unique("MzJson"), DeliveryOptions(kafka=kafka, format="json"), envelope="materialize")
 
 
 def test_null_and_absent_fields_are_one_record(lake, broker, registry) -> None:

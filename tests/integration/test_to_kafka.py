@@ -242,12 +242,21 @@ def profiles(broker: Any, registry: Any = None) -> tuple[Any, Any]:
 
 
 def deliver(
-    lake: Lake, topic: str, kafka: Any, registry: Any = None, pool: str = "Staging", **options: Any
+    lake: Lake,
+    topic: str,
+    kafka: Any,
+    registry: Any = None,
+    pool: str = "Staging",
+    envelope: str = "jdbc",
+    staged: str | None = None,
+    **options: Any,
 ) -> Any:
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.loop import Delivery
 
     events: list[Any] = []
-    delivery = Delivery(lake, pool, topic, kafka=kafka, registry=registry, **options)
+    chosen = DeliveryOptions(kafka=kafka, registry=registry, **options)
+    delivery = Delivery(lake, pool, topic, chosen, envelope=envelope, staged=staged)
     status = delivery.run(on_event=events.append)
     return status, events
 
@@ -348,6 +357,7 @@ def test_connect_json_and_preexisting_records_without_header(lake, broker) -> No
 def test_continuous_delivers_new_commits_quickly_and_refuses_a_second_delivery(
     lake, broker
 ) -> None:
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.errors import DeliveryBusy
     from engine.deliver.loop import Delivery
 
@@ -356,7 +366,7 @@ def test_continuous_delivers_new_commits_quickly_and_refuses_a_second_delivery(
     pool = staging_pool(lake)
     stage_many(pool, topic, 10, per_commit=10)
     stop = threading.Event()
-    delivery = Delivery(lake, "Staging", topic, kafka=kafka, format="json")
+    delivery = Delivery(lake, "Staging", topic, DeliveryOptions(kafka=kafka, format="json"))
     events: list[Any] = []
     thread = threading.Thread(
         target=delivery.run, args=(stop, events.append), kwargs={"continuous": True}
@@ -367,7 +377,7 @@ def test_continuous_delivers_new_commits_quickly_and_refuses_a_second_delivery(
         # caught up: idle once the loop has looked at the pool again
         _wait(lambda: delivery.status().state == "idle", 30, "idle after the first records")
 
-        second = Delivery(lake, "Staging", topic, kafka=kafka, format="json")
+        second = Delivery(lake, "Staging", topic, DeliveryOptions(kafka=kafka, format="json"))
         with pytest.raises(DeliveryBusy, match="another zync to-kafka is delivering"):
             second.run()
 

@@ -82,6 +82,7 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
     lake, broker, monkeypatch
 ) -> None:
     from engine.deliver import feed as feed_module
+    from engine.deliver.delivery_options import DeliveryOptions
     from engine.deliver.loop import DeliveryOutput, deliver_outputs, deliveries_of, run_deliveries
 
     reads: list[tuple[int, int]] = []
@@ -102,7 +103,7 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
     stage_all(pool, counts, 2)
 
     stop = threading.Event()
-    deliveries = deliveries_of(lake, outputs, kafka=kafka, format="json", poll_interval=0.1)
+    deliveries = deliveries_of(lake, outputs, DeliveryOptions(kafka=kafka, format="json", poll_interval=0.1))
     assert len({id(d._feed) for d in deliveries}) == 1  # one feed for the pool
     errors: list[BaseException] = []
 
@@ -134,7 +135,7 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
 
     # a restart resumes each output from its committed position: nothing twice
     stage_all(pool, counts, 2)
-    statuses = deliver_outputs(lake, outputs, kafka=kafka, format="json")
+    statuses = deliver_outputs(lake, outputs, DeliveryOptions(kafka=kafka, format="json"))
     assert {s.delivered_offset for s in statuses} == {6}
     got = read_all(kafka, topics, expect=7 * OUTPUTS)
     assert got == {t: list(range(7)) for t in topics}

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from engine.deliver.delivery_options import DeliveryOptions
 from engine.deliver.loop import Delivery
 from engine.etl.config_file import load_config
 from engine.lake.pools import Lake
@@ -59,7 +60,7 @@ def test_an_etl_commit_is_handed_on_and_a_pass_without_one_is_not(tmp_path: Path
 
 def test_a_wake_up_ends_a_deliverys_wait_before_its_next_poll(tmp_path: Path) -> None:
     delivery = Delivery(
-        Lake(tmp_path), "Staging", "NewInvoices", kafka=KAFKA, format="json", poll_interval=600
+        Lake(tmp_path), "Staging", "NewInvoices", DeliveryOptions(kafka=KAFKA, format="json", poll_interval=600)
     )
     pausing = threading.Thread(target=delivery._pause, daemon=True)
     pausing.start()
@@ -78,7 +79,7 @@ def test_to_kafka_wakes_every_delivery_on_a_commit_and_on_stop(tmp_path: Path) -
         def wake(self) -> None:
             woken.append(self.topic)
 
-    service = ToKafkaService([], Lake(tmp_path), kafka=KAFKA, format="json")
+    service = ToKafkaService([], Lake(tmp_path), DeliveryOptions(kafka=KAFKA, format="json"))
     service._deliveries = [_Delivery("A"), _Delivery("B")]  # type: ignore[list-item]
     service.wake()
     assert woken == ["A", "B"]

@@ -11,7 +11,7 @@ import functools
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -42,7 +42,7 @@ from zync_tui.long_running import (
 from zync_tui.options import LakeOption, SparkMasterOption, spark_session
 
 if TYPE_CHECKING:
-    from engine.api import Lake, ServiceEvent
+    from engine.api import DeliveryOptions, DeliveryOutput, Lake, ServiceEvent
     from engine.api import Spark as SparkSession
 
 
@@ -134,14 +134,17 @@ def to_kafka(
     if shaper is not None:
         spark = functools.partial(spark_session, spark_master)
 
+    from engine.api import DeliveryOptions
+
+    options = DeliveryOptions(
+        kafka=conn.kafka(), registry=registry, format=fmt.value, take_over=take_over,
+        shaper=shaper, partitions=partitions, replication=replication, spark=spark,
+        batch_records=batch,
+    )  # fmt: skip
+    chosen = None if envelope is None else envelope.value
     if continuous:
         _serve_continuous(
-            the_lake, outputs, conn, registry, spark, config,
-            dict(
-                format=fmt.value, envelope=None if envelope is None else envelope.value,
-                take_over=take_over, shaper=shaper, partitions=partitions,
-                replication=replication, batch_records=batch,
-            ),
+            the_lake, outputs, options, chosen, config,
             ApiOptions(http, control_token_file, http_public_read, wedged_after, not no_api),
             log_format,
         )  # fmt: skip
@@ -151,19 +154,11 @@ def to_kafka(
         statuses = deliver_outputs(
             the_lake,
             outputs,
+            options,
             stop=stop,
             on_event=lambda event: status_line(event.message, event.at),
             continuous=continuous,
-            kafka=conn.kafka(),
-            registry=registry,
-            format=fmt.value,
-            envelope=None if envelope is None else envelope.value,
-            take_over=take_over,
-            shaper=shaper,
-            partitions=partitions,
-            replication=replication,
-            spark=spark,
-            batch_records=batch,
+            envelope=chosen,
         )
     for status in statuses:
         delivered = "-" if status.delivered_offset is None else status.delivered_offset
@@ -175,12 +170,10 @@ def to_kafka(
 
 def _serve_continuous(
     lake: "Lake",
-    outputs: "list[Any]",
-    conn: Connection,
-    registry: Any,
-    spark: "Callable[[], SparkSession] | None",
+    outputs: "list[DeliveryOutput]",
+    options: "DeliveryOptions",
+    envelope: str | None,
     config: Path | None,
-    options: dict[str, Any],
     api: ApiOptions,
     log_format: LogFormat,
 ) -> None:
@@ -194,9 +187,8 @@ def _serve_continuous(
         name = load_config(config).name
     lines = Lines(log_format, name)
     service = ToKafkaService(
-        outputs, lake, kafka=conn.kafka(), registry=registry, spark=spark,
-        wait_for_pool=False, on_event=lines.event if lines.json else _said, **options,
-    )  # fmt: skip
+        outputs, lake, options, envelope=envelope, on_event=lines.event if lines.json else _said
+    )
     process = ServedProcess(name, "to-kafka", loops=lambda: {"to-kafka": service})
     stop = threading.Event()
     with lines.engine_log(), serving(process, api, lines), stop_on_signals(stop, "the transaction"):
