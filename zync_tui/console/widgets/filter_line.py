@@ -71,6 +71,7 @@ class FilterLine(Horizontal):
 
     def _editing(self, editing: bool) -> None:
         self.editing = editing
+        self.set_class(editing, "-editing")
         self.query_one(".filter-prompt").display = editing
         self.query_one(FilterInput).display = editing
 
