@@ -30,10 +30,11 @@ from zync_tui.console import keys
 from zync_tui.console import messages as m
 from zync_tui.console.backend import Backend, EngineBackend, EngineSettings, LogEntry
 from zync_tui.console.control import Control
+from zync_tui.console.heap import Heap
 from zync_tui.console.hosted import EngineProcess
 from zync_tui.console.keys import CONTROL_ACTIONS, PANEL_TITLES, ROUTED, TYPED, help_keys
 from zync_tui.console.palette import console_commands
-from zync_tui.console.polls import PollSchedule
+from zync_tui.console.polls import POLLS, PollSchedule
 from zync_tui.console.remote import ApiBackend
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
@@ -91,6 +92,7 @@ class ZyncConsole(App[None]):
         self.log_interval = log_interval
         self.ready = False
         self._shown: dict[str, object] = {}  # the last snapshot of each kind shown
+        self.heap = Heap()  # settled once the first snapshots are in
         self.polls = PollSchedule(
             self._run_poll,
             lambda delay, callback, name: self.set_timer(delay, callback, name=name),
@@ -211,6 +213,8 @@ class ZyncConsole(App[None]):
             if state is WorkerState.ERROR:
                 self._fault(poll, f"{poll} snapshot failed: {error}")
             self.polls.ended(poll)
+            if set(POLLS) <= self.polled:
+                self.heap.settle()
         elif state is WorkerState.ERROR and group != "engine":
             self._w(LogPanel).add([_entry("ERROR", "console", f"{group}: {error}", self.clock())])
             self.notify(error, title=group, severity="error")
@@ -361,6 +365,7 @@ class ZyncConsole(App[None]):
 
     def on_unmount(self) -> None:
         self.polls.stop()
+        self.heap.thaw()
 
 
 def _entry(severity: str, source: str, message: str, at: float | None = None) -> LogEntry:
