@@ -53,6 +53,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -443,6 +444,9 @@ def main() -> None:
     from bench.stopping import stop_on_sigterm
 
     stop_on_sigterm()  # a killed run still stops its broker and registry
+    # multiprocessing's resource tracker started now: started later, under the Pilot,
+    # it would pass the captured stderr's descriptor (-1) and the publisher not start
+    resource_tracker.ensure_running()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presses", type=int, default=300)
     parser.add_argument("--backlog", type=int, default=40_000,
