@@ -97,14 +97,10 @@ async def wait(pilot: Any, predicate: Any, limit: float, what: str, thread: bool
 
 
 def table_rows(app: Any, panel: str) -> list[list[str]]:
-    from zync_tui.console.widgets.records import RecordsPanel
     from zync_tui.console.widgets.tables import LiveTable
 
-    widget = app.screen_stack[0].query_one(f"#{panel}-panel")
-    if isinstance(widget, RecordsPanel):
-        widget.flush()  # a panel out of view gives its table the rows when shown: now
-    table = widget.query_one(LiveTable)
-    table.flush()  # likewise, the table builds them
+    table = app.screen_stack[0].query_one(f"#{panel}-panel").query_one(LiveTable)
+    table.flush()  # the rows it shows when it comes into view, here and now
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 

@@ -3,7 +3,10 @@
 It returns the engine's own types (engine.api: snapshots, an ETL pass's result), so the
 console renders exactly what it would for a real pipeline, and it records every call, so
 tests can assert on what a key did. ``pass_gate`` makes an ETL pass block until the test releases it (a
-"30-second pass" without waiting 30 seconds).
+"30-second pass" without waiting 30 seconds). :class:`WideBackend` is a whole database
+through one pipeline (tests/fixtures/wide.py's pass-through configuration: 200 input
+topics, 200 rules, 200 outputs). ``moving``: every snapshot's numbers move on, as a
+working engine's do (bench/console_latency.py); off, every snapshot shows the same.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from engine.api import (
     EtlSnapshot,
     PassResult,
     RecordRow,
+    TableSnapshot,
     TablesReport,
     TopicSnapshot,
     TopicsReport,
 )
+from tests.fixtures import wide
 from zync_tui.console.backend import LogEntry, LoopView
 
 T0 = 1_763_780_400.0  # 2025-11-22 03:00:00 UTC
@@ -63,8 +68,11 @@ EVE = RecordRow(
 class FakeBackend:
     title = "zync · invoices"
 
-    def __init__(self, *, read_only: bool = False, demo: bool = False, kafka_down: bool = False) -> None:
+    def __init__(
+        self, *, read_only: bool = False, demo: bool = False, kafka_down: bool = False, moving: bool = False
+    ) -> None:
         self.read_only = read_only
+        self.moving = moving
         self.read_only_reason: str | None = None
         self.demo = demo
         self.kafka_down = kafka_down
@@ -93,8 +101,9 @@ class FakeBackend:
             return TopicsReport(taken_at=T0, lake_error="lake path /lake is missing")
         kafka_error = "cannot reach Kafka at 127.0.0.1:PORT (PLAINTEXT) within 3s: Connection refused" if self.kafka_down else None
         hist = (0.0, 2.0, 4.0, 0.0, 1.0, 3.0, 0.0, 0.0)
+        n = self.topics_calls if self.moving else 0
         rows = (
-            TopicSnapshot("Invoices", 0, "Raw", "in", 0, 4, 3, 0, 0.0, 0.0, 0.4, hist, 0),
+            TopicSnapshot("Invoices", 0, "Raw", "in", 0, 4 + n, 3 + n, 0, 0.0, 0.0, 0.4, hist, 0),
             TopicSnapshot("InvoiceStatus", 0, "Raw", "in", 0, 6, 3, 2, 12.0, 11.5, 0.6, hist[::-1], 1),
             # high 5: the delivered records' transaction markers count in Kafka's watermark
             TopicSnapshot("NewInvoices", 0, "Staging", "out", 0, 5, 2, 0, None, None, 0.3, hist, 0,
@@ -186,3 +195,71 @@ def wait_until(predicate, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return predicate()
+
+
+class WideBackend(FakeBackend):
+    """A whole database through one pipeline: ``tables`` input topics (Debezium's names,
+    tests/fixtures/wide.py) into pool Raw, a pass-through rule each (named by position,
+    as the configuration's unnamed rules are), an output topic each (``clean.tNNN``) and
+    a table each under the apply loop; ``pending`` records waiting, spread over the
+    topics. Every number is a function of the table's index, so sorting has something
+    to sort and pictures are the same on every run."""
+
+    title = "zync · width"
+
+    def __init__(self, tables: int = 200, *, pending: int = 600, **kwargs: bool) -> None:
+        super().__init__(**kwargs)
+        self.count = tables
+        self.pending_records = pending
+
+    def topics(self) -> TopicsReport:
+        self.topics_calls += 1
+        n = self.topics_calls if self.moving else 0
+        rows = []
+        for t in range(self.count):
+            high = 20 + (t * 37) % 480 + n
+            lag = (t * 7) % 13
+            hist = tuple(float((t + k) % 5) for k in range(8))
+            rows.append(TopicSnapshot(wide.topic(t), 0, "Raw", "in", 0, high, high - lag, lag,
+                                      float(lag * 3), float(lag * 3 + 1), (t % 9) / 2, hist,
+                                      1 if t % 50 == 7 else 0))
+        for t in range(self.count):
+            staged = 5 + (t * 37) % 480 + n
+            behind = (t * 3) % 4
+            rows.append(TopicSnapshot(f"clean.t{t:03d}", 0, "Staging", "out", 0, staged + 1 - behind,
+                                      staged, behind, None, None, (t % 7) / 2, (), 0,
+                                      envelope="jdbc", staged=f"clean.t{t:03d}",
+                                      delivered_offset=staged - behind))
+        return TopicsReport(taken_at=T0, topics=tuple(rows))
+
+    def etl(self) -> EtlReport:
+        n = self.topics_calls if self.moving else 0
+        rows = tuple(
+            EtlSnapshot("width", str(t + 1), wide.topic(t), 0, (t * 37) % 480 + n,
+                        (t * 37) % 480 + 1 + n, self._pending_of(t), t % 3)
+            for t in range(self.count)
+        )
+        pending = tuple(
+            RecordRow(
+                etl="width", topic=wide.topic(i % self.count), partition=0,
+                offset=1_000 + i, key=f'{{"id":{i}}}', rule=str(i % self.count + 1),
+                age_seconds=float((i * 61) % 7_200), status="pending",
+                full_record=full_record(wide.topic(i % self.count), 1_000 + i, {"id": i}, {"id": i}),
+            )
+            for i in range(self.pending_records)
+        )
+        return EtlReport(taken_at=T0, rows=rows, pending=pending, expired=(), staging_version=40 + n)
+
+    def _pending_of(self, table: int) -> int:
+        return sum(1 for i in range(table, self.pending_records, self.count))
+
+    def tables(self) -> TablesReport:
+        return TablesReport(
+            taken_at=T0,
+            tables=tuple(
+                TableSnapshot(f"t{t:03d}", f"clean.t{t:03d}", "Staging", False, f"/lake/t{t:03d}",
+                              version=t % 17, rows=(t * 37) % 480, applied=39, staged=40,
+                              applied_at=T0 - t)
+                for t in range(self.count)
+            ),
+        )

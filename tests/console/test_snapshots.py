@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.console.conftest import fake_app, polled
-from tests.console.fakes import FakeBackend
+from tests.console.fakes import FakeBackend, WideBackend
 
 WIDE = (100, 30)
 SMALL = (80, 24)
@@ -66,3 +66,9 @@ def test_no_color(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
     backend = FakeBackend(kafka_down=True)
     backend.failing["etl"] = "Spark job aborted: executor lost"
     assert snap_compare(fake_app(backend), terminal_size=SMALL, run_before=_keys("2"))
+
+
+def test_wide_topics_filtered_and_sorted(snap_compare) -> None:
+    """200 tables' topics at 80×24, filtered to t01x and sorted by lag, descending."""
+    keys = ("slash", "t", "0", "1", "enter", *"s" * 7, "S")
+    assert snap_compare(fake_app(WideBackend(200)), terminal_size=SMALL, run_before=_keys(*keys))

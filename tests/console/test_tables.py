@@ -1,5 +1,6 @@
-"""LiveTable: a table out of view builds its rows only when it comes into view, and a
-table with a limit shows that many rows, the first in its sort order."""
+"""LiveTable and its listings: what a filter keeps, how a sort orders (unknown values
+last), rows laid out only when drawn, and a table out of view that takes the rows a poll
+brought only when it comes into view."""
 
 from __future__ import annotations
 
@@ -7,10 +8,56 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import TabbedContent, TabPane
 
+from tests.console.conftest import until
+from zync_tui.console.listing import Column, Order, Row, Source, prepare
 from zync_tui.console.widgets.tables import LiveTable
 
 pytestmark = pytest.mark.anyio
-COLUMNS = [("name", "name"), ("n", "n")]
+COLUMNS = [Column("name", "name"), Column("n", "n", align=">")]
+
+
+def _rows(count: int) -> list[Row]:
+    return [Row(f"k{i}", (f"row {i}", str(i)), (f"row {i}", i)) for i in range(count)]
+
+
+def _names(rows: list[Row] | tuple[Row, ...]) -> list[str]:
+    return [r.shown()[0] for r in rows]
+
+
+def test_the_filter_keeps_rows_holding_every_word_in_any_case() -> None:
+    rows = [Row("a", ("Invoices", "0"), ("Invoices", 0)), Row("b", ("InvoiceStatus", "1"), ("InvoiceStatus", 1))]
+    listing = prepare(COLUMNS, Source.of(rows), Order(filter="invoice STATUS"))
+    assert _names(listing.rows) == ["InvoiceStatus"]
+    assert (listing.total, listing.hidden) == (2, 1)
+    assert _names(prepare(COLUMNS, Source.of(rows), Order(filter="nothing")).rows) == []
+
+
+def test_a_sort_orders_by_its_values_and_puts_unknown_values_last() -> None:
+    rows = [
+        Row("a", ("a", "-"), ("a", None)),
+        Row("b", ("b", "10"), ("b", 10)),
+        Row("c", ("c", "9"), ("c", 9)),
+    ]
+    up = prepare(COLUMNS, Source.of(rows), Order(sort=1))
+    down = prepare(COLUMNS, Source.of(rows), Order(sort=1, descending=True))
+    assert _names(up.rows) == ["c", "b", "a"]  # 9 before 10: numbers, not text
+    assert _names(down.rows) == ["b", "c", "a"]
+    assert up.header.startswith("name n ▲")
+    assert down.line(0).endswith("10")  # right-aligned under its header
+
+
+def test_rows_given_as_functions_are_laid_out_only_when_drawn() -> None:
+    made: list[int] = []
+
+    def cells(i: int) -> tuple[str, str]:
+        made.append(i)
+        return (f"row {i}", str(i))
+
+    rows = [Row(f"k{i}", lambda i=i: cells(i), (i, i), f"row {i}") for i in range(1_000)]
+    listing = prepare([Column("name", "name", 8), Column("n", "n", 4, ">")], Source.of(rows), Order(sort=1, descending=True))
+    assert made == []  # sorted and measured without a cell made
+    assert listing.line(0) == "row 999   999"
+    assert made == [999]
 
 
 class TwoTabs(App[None]):
@@ -19,33 +66,26 @@ class TwoTabs(App[None]):
             with TabPane("front", id="front"):
                 yield LiveTable(COLUMNS, id="front-table")
             with TabPane("back", id="back"):
-                yield LiveTable(COLUMNS, limit=3, id="back-table")
+                yield LiveTable(COLUMNS, id="back-table")
 
 
-def _rows(count: int) -> list[tuple[str, tuple[str, str], tuple[str, int]]]:
-    return [(f"k{i}", (f"row {i}", str(i)), (f"row {i}", i)) for i in range(count)]
-
-
-def _shown(table: LiveTable) -> list[str]:
-    return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
-
-
-async def test_a_hidden_table_builds_its_rows_when_shown_and_keeps_to_its_limit() -> None:
+async def test_a_hidden_table_takes_its_rows_when_it_comes_into_view() -> None:
     app = TwoTabs()
     async with app.run_test(size=(60, 12)) as pilot:
         front = app.query_one("#front-table", LiveTable)
         back = app.query_one("#back-table", LiveTable)
-        front.set_rows(_rows(2))
-        back.set_rows(_rows(10))
-        assert front.row_count == 2  # in view: built at once
-        assert back.row_count == 0  # out of view: given, not built
-        assert back.total_rows == 10
+        front.give(Source.of(_rows(2)))
+        back.give(Source.of(_rows(10)))
+        await until(pilot, lambda: front.row_count == 2, what="the front table's rows")
+        await until(pilot, lambda: back.feed.ready is not None, what="the back table's listing")
+        assert back.row_count == 0  # out of view: prepared, not swapped in
         app.query_one(TabbedContent).active = "back"
         await pilot.pause()
-        back.flush()
-        assert _shown(back) == ["row 0", "row 1", "row 2"]  # the limit
-        back.cycle_sort()  # by name
-        back.cycle_sort(reverse=True)  # descending: the limit takes the first of that order
-        assert _shown(back) == ["row 9", "row 8", "row 7"]
-        back.flush()  # nothing new given: nothing rebuilt
-        assert _shown(back) == ["row 9", "row 8", "row 7"]
+        back.reveal()
+        assert back.row_count == 10
+        back.cycle_sort(reverse=True)  # by name, descending
+        await until(pilot, lambda: back.listing.order.descending, what="the sorted listing")
+        assert back.get_row_at(0) == ["row 9", "9"]
+        back.set_filter("row 1")
+        await until(pilot, lambda: back.row_count == 1, what="the filtered listing")
+        assert back.highlighted_key() == "k1"

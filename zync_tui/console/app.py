@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import TabPane
+from textual.widgets import Input, TabPane
 from textual.worker import Worker, WorkerState
 
 from engine.api import one_line
@@ -30,10 +30,11 @@ from zync_tui.console import keys
 from zync_tui.console import messages as m
 from zync_tui.console.backend import Backend, EngineBackend, EngineSettings, LogEntry
 from zync_tui.console.control import Control
+from zync_tui.console.heap import Heap
 from zync_tui.console.hosted import EngineProcess
-from zync_tui.console.keys import CONTROL_ACTIONS, KEYS, PANEL_TITLES, applies
+from zync_tui.console.keys import CONTROL_ACTIONS, PANEL_TITLES, ROUTED, TYPED, help_keys
 from zync_tui.console.palette import console_commands
-from zync_tui.console.polls import PollSchedule
+from zync_tui.console.polls import POLLS, PollSchedule
 from zync_tui.console.remote import ApiBackend
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
@@ -72,6 +73,9 @@ class ZyncConsole(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "zync"
     BINDINGS = keys.BINDINGS
+    #: nothing takes the focus by itself: the keys go to the panel in view (only the
+    #: filter, while typed, has the focus)
+    AUTO_FOCUS = None
 
     def __init__(
         self,
@@ -88,6 +92,7 @@ class ZyncConsole(App[None]):
         self.log_interval = log_interval
         self.ready = False
         self._shown: dict[str, object] = {}  # the last snapshot of each kind shown
+        self.heap = Heap()  # settled once the first snapshots are in
         self.polls = PollSchedule(
             self._run_poll,
             lambda delay, callback, name: self.set_timer(delay, callback, name=name),
@@ -134,7 +139,7 @@ class ZyncConsole(App[None]):
                 yield RecordsPanel("expired", id="expired-panel")
             with TabPane(PANEL_TITLES["log"], id="log"):
                 yield LogPanel(id="log-panel")
-        yield KeysFooter(compact=True)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.title = self.backend.title
@@ -144,7 +149,7 @@ class ZyncConsole(App[None]):
         self._w(LoopsPanel).set_read_only(
             self.backend.read_only, getattr(self.backend, "read_only_reason", None)
         )
-        self._w(Panels).focus_table("topics")
+        self._w(Panels).reveal("topics")
         self.set_up_engine()
 
     # -- engine set-up ------------------------------------------------------------------
@@ -208,6 +213,8 @@ class ZyncConsole(App[None]):
             if state is WorkerState.ERROR:
                 self._fault(poll, f"{poll} snapshot failed: {error}")
             self.polls.ended(poll)
+            if set(POLLS) <= self.polled:
+                self.heap.settle()
         elif state is WorkerState.ERROR and group != "engine":
             self._w(LogPanel).add([_entry("ERROR", "console", f"{group}: {error}", self.clock())])
             self.notify(error, title=group, severity="error")
@@ -248,8 +255,8 @@ class ZyncConsole(App[None]):
             return  # nothing new
         self._shown["etl"] = report
         self._w(EtlPanel).show(report)
-        self._w("#pending-panel", RecordsPanel).show(list(report.pending), report.error)
-        self._w("#expired-panel", RecordsPanel).show(list(report.expired), report.error)
+        self._w("#pending-panel", RecordsPanel).show(report.pending, report.error)
+        self._w("#expired-panel", RecordsPanel).show(report.expired, report.error)
         self._fault("etl snapshot", report.error)
 
     @_quiet
@@ -261,20 +268,25 @@ class ZyncConsole(App[None]):
     def action_panel(self, panel: str) -> None:
         self._w(Panels).show(panel)
 
+    # the tables' keys go to the active table of the panel in view (tables take no focus)
+
     def action_filter(self) -> None:
-        panel = self._w(Panels).records_panel()
-        if panel is None:
-            self.notify("/ filters the Pending and Expired tables (4, 5)")
-            return
-        panel.focus_filter()
+        self._w(Panels).filter()
 
     def action_clear_filter(self) -> None:
-        panel = self._w(Panels).records_panel()
-        if panel is not None:
-            panel.clear_filter()
+        self._w(Panels).clear_filter()
 
     def action_sort(self, reverse: bool = False) -> None:
-        self.notify(self._w(Panels).sort(reverse), timeout=2)
+        self._w(Panels).table().cycle_sort(reverse)  # the line under the table says how
+
+    def action_cursor(self, how: str, step: int) -> None:
+        self._w(Panels).cursor(how, step)
+
+    def action_select_row(self) -> None:
+        self._w(Panels).table().select()
+
+    def action_next_table(self) -> None:
+        self._w(Panels).next_table(typing=isinstance(self.focused, Input))
 
     def on_records_panel_opened(self, message: RecordsPanel.Opened) -> None:
         r = message.record
@@ -283,12 +295,7 @@ class ZyncConsole(App[None]):
 
     def action_help(self) -> None:
         notes = "Read-only: start, stop and ETL passes are disabled." if self.backend.read_only else ""
-        shown = [
-            (k.where, k.key, k.what)
-            for k in KEYS
-            if applies(k, read_only=self.backend.read_only, demo=self.backend.demo)
-        ]
-        self.push_screen(HelpScreen(shown, notes))
+        self.push_screen(HelpScreen(help_keys(read_only=self.backend.read_only, demo=self.backend.demo), notes))
 
     def action_dead_letters(self) -> None:
         self.push_screen(DeadLettersScreen(self.backend))
@@ -298,8 +305,13 @@ class ZyncConsole(App[None]):
             self.polls.refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Control actions do not exist in a read-only console; `n` only in the demo."""
+        """Control actions do not exist in a read-only console; `n` only in the demo;
+        while a filter is typed, its keys are letters (the footer does not offer them)."""
         if action in CONTROL_ACTIONS and self.backend.read_only:
+            return False
+        if action in TYPED and isinstance(self.focused, Input):
+            return False
+        if action in ROUTED and self.screen is not self.screen_stack[0]:
             return False
         return not (action == "next_batch" and not self.backend.demo)
 
@@ -353,6 +365,7 @@ class ZyncConsole(App[None]):
 
     def on_unmount(self) -> None:
         self.polls.stop()
+        self.heap.thaw()
 
 
 def _entry(severity: str, source: str, message: str, at: float | None = None) -> LogEntry:

@@ -69,3 +69,16 @@ def short(text: str | None, width: int) -> str:
     if not text:
         return ""
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def middle(text: str | None, width: int) -> str:
+    """``text`` cut in its middle to ``width``, its end kept longer than its start:
+    ``dbser…ntory.t000`` — the tables of one database differ at their ends."""
+    if not text:
+        return ""
+    if len(text) <= width:
+        return text
+    if width < 4:
+        return short(text, width)
+    head = (width - 1) // 3
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]

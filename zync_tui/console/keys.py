@@ -34,11 +34,25 @@ class Key(NamedTuple):
 
 KEYS: list[Key] = [
     Key("everywhere", "1 … 6", "show Topics, Loops, ETL, Pending, Expired, Log", "", "", ""),
-    Key("everywhere", "Tab", "move the focus (table, filter)", "", "", ""),
     Key("everywhere", "?", "this help", "help", "question_mark", "help"),
     Key("everywhere", "Ctrl+P", "command palette: find any action by name", "", "", ""),
     Key("everywhere", "r", "refresh now", "refresh", "r", ""),
     Key("everywhere", "q", "quit (the loops stop cleanly)", "quit", "q", "quit"),
+    Key("tables", "/", "filter the panel's table: rows holding every word typed", "filter", "slash", "filter"),
+    Key("tables", "Enter Esc", "(typing a filter) keep it / clear it", "", "", ""),
+    Key("tables", "Esc", "clear the filter", "clear_filter", "escape", ""),
+    Key("tables", "s", "sort by the next column (after the last: the engine's order)", "sort", "s", "sort"),
+    Key("tables", "S", "reverse the sort", "sort(True)", "S", ""),
+    Key("tables", "↑ k", "up a row", "cursor('move', -1)", "up,k", ""),
+    Key("tables", "↓ j", "down a row", "cursor('move', 1)", "down,j", ""),
+    Key("tables", "PgUp", "up a page", "cursor('page', -1)", "pageup", ""),
+    Key("tables", "PgDn", "down a page", "cursor('page', 1)", "pagedown", ""),
+    Key("tables", "Home g", "the first row", "cursor('edge', 0)", "home,g", ""),
+    Key("tables", "End G", "the last row", "cursor('edge', 1)", "end,G", ""),
+    Key("tables", "← →", "scroll a wide table sideways", "cursor('sideways', -1)", "left", ""),
+    Key("tables", "→", "", "cursor('sideways', 1)", "right", ""),
+    Key("tables", "Enter", "Pending, Expired: the full record (pretty JSON)", "select_row", "enter", ""),
+    Key("tables", "Tab", "the Loops panel: its loops, or its tables; the filter: back to the table", "next_table", "tab", ""),
     Key("loops", "f", "start/stop from-kafka", "toggle_loop('from-kafka')", "f", "from-kafka"),
     Key("loops", "e", "start/stop the ETL loop", "toggle_loop('etl')", "e", "etl"),
     Key("loops", "t", "start/stop to-kafka", "toggle_loop('to-kafka')", "t", "to-kafka"),
@@ -48,28 +62,33 @@ KEYS: list[Key] = [
     Key("loops", "p", "run one ETL pass now and show its result", "etl_pass", "p", "pass"),
     Key("demo", "n", "publish the next demo batch", "next_batch", "n", "next batch"),
     Key("topics", "d", "browse dead letters", "dead_letters", "d", ""),
-    Key("tables", "↑ ↓ PgUp PgDn", "move in a table", "", "", ""),
-    Key("pending/expired", "/", "filter the table", "filter", "slash", ""),
-    Key("pending/expired", "Esc", "clear the filter", "clear_filter", "escape", ""),
-    Key("pending/expired", "s / S", "sort by the next column / reverse", "sort", "s", ""),
-    Key("pending/expired", "Enter", "show the full record (pretty JSON)", "", "", ""),
 ]
+
+#: The footer's order: quitting last.
+_FOOTER = sorted((k for k in KEYS if k.keys), key=lambda k: k.action == "quit")
 
 BINDINGS: list[BindingType] = [
     *(Binding(str(i + 1), f"panel('{p}')", PANEL_TITLES[p][2:], show=False) for i, p in enumerate(PANELS)),
     *(
-        Binding(k.keys, k.action, k.label or k.what, show=bool(k.label))
-        for k in KEYS
-        if k.keys and k.action not in ("sort", "clear_filter")
+        Binding(k.keys, k.action, k.label or k.what or k.action, show=bool(k.label), priority=k.keys == "tab")
+        for k in _FOOTER
     ),
-    Binding("S", "sort(True)", "Reverse sort", show=False),
-    Binding("s", "sort", "Sort", show=False),
-    Binding("escape", "clear_filter", "Clear filter", show=False),
 ]
+
+#: Actions the footer shows whose keys type into the filter while it has the focus (the
+#: footer then does not offer them).
+TYPED = {k.action.split("(")[0] for k in KEYS if k.label}
+#: Actions on the main screen's tables (none while a screen is on top of it).
+ROUTED = {"cursor", "select_row", "next_table"}
 
 
 def applies(key: Key, *, read_only: bool, demo: bool) -> bool:
     """Whether the help lists ``key`` for this console."""
-    if read_only and key.action.split("(")[0] in CONTROL_ACTIONS:
+    if not key.what or (read_only and key.action.split("(")[0] in CONTROL_ACTIONS):
         return False
     return not (key.where == "demo" and not demo)
+
+
+def help_keys(*, read_only: bool, demo: bool) -> list[tuple[str, str, str]]:
+    """(where, key, what it does) of every key this console has."""
+    return [(k.where, k.key, k.what) for k in KEYS if applies(k, read_only=read_only, demo=demo)]

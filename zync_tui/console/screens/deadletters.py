@@ -12,11 +12,29 @@ from textual.widgets import Static
 from engine.api import DeadLetter
 from zync_tui.console import format as fmt
 from zync_tui.console.backend import Backend
+from zync_tui.console.listing import Column, Row, Source
 from zync_tui.console.messages import DeadLettersLoaded
 from zync_tui.console.screens.record import RecordScreen
 from zync_tui.console.widgets.tables import LiveTable
 
-COLUMNS = [("topic", "topic"), ("p", "p"), ("offset", "offset"), ("stage", "stage"), ("error", "error")]
+COLUMNS = [
+    Column("topic", "topic", 16),
+    Column("p", "p", align=">"),
+    Column("offset", "offset", align=">"),
+    Column("stage", "stage"),
+    Column("error", "error", 40),
+]
+
+
+def rows(letters: list[DeadLetter]) -> list[Row]:
+    return [
+        Row(
+            f"{d.pool}:{d.topic}:{d.partition}:{d.offset}",
+            (fmt.middle(d.topic, 16), str(d.partition), fmt.num(d.offset), d.stage or "-", fmt.short(d.error, 40)),
+            (d.topic, d.partition, d.offset, d.stage, d.error),
+        )
+        for d in letters
+    ]
 
 
 class DeadLettersScreen(ModalScreen[None]):
@@ -32,6 +50,14 @@ class DeadLettersScreen(ModalScreen[None]):
         Binding("escape,q", "dismiss", "Close"),
         Binding("s", "sort", "Sort"),
         Binding("r", "reload", "Reload"),
+        # the table takes no focus (zync_tui/console/widgets/tables.py): its keys, here
+        Binding("up,k", "cursor('move', -1)", "Up", show=False),
+        Binding("down,j", "cursor('move', 1)", "Down", show=False),
+        Binding("pageup", "cursor('page', -1)", "Page up", show=False),
+        Binding("pagedown", "cursor('page', 1)", "Page down", show=False),
+        Binding("home,g", "cursor('edge', 0)", "First", show=False),
+        Binding("end,G", "cursor('edge', 1)", "Last", show=False),
+        Binding("enter", "open", "Show", show=False),
     ]
 
     def __init__(self, backend: Backend) -> None:
@@ -43,10 +69,9 @@ class DeadLettersScreen(ModalScreen[None]):
         with Vertical():
             yield Static("Dead letters (newest first) — Enter shows one, Esc closes", id="dead-title")
             yield Static("loading…", id="dead-notice", markup=False)
-            yield LiveTable(COLUMNS, id="dead-table")
+            yield LiveTable(COLUMNS, noun="dead letters", id="dead-table")
 
     def on_mount(self) -> None:
-        self.query_one(LiveTable).focus()
         self.load()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="dead-letters")
@@ -65,22 +90,25 @@ class DeadLettersScreen(ModalScreen[None]):
             notice.update(f"⚠ cannot read dead letters: {message.error}")
         else:
             notice.update(f"{len(self.letters)} dead letters" if self.letters else "no dead letters: every record decoded")
-        rows = []
-        for d in self.letters:
-            key = f"{d.pool}:{d.topic}:{d.partition}:{d.offset}"
-            rows.append((key, (fmt.short(d.topic, 16), str(d.partition), fmt.num(d.offset),
-                               d.stage or "-", fmt.short(d.error, 40)), None))
-        self.query_one(LiveTable).set_rows(rows)
+        letters = self.letters
+        self.query_one(LiveTable).give(Source(lambda: rows(letters)))
 
-    def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
+    def on_live_table_selected(self, event: LiveTable.Selected) -> None:
         event.stop()
         for d in self.letters:
-            if f"{d.pool}:{d.topic}:{d.partition}:{d.offset}" == event.row_key.value:
+            if f"{d.pool}:{d.topic}:{d.partition}:{d.offset}" == event.key:
                 self.app.push_screen(RecordScreen(f"dead letter {d.topic}[{d.partition}]@{d.offset}", d.full_record()))
                 return
 
     def action_sort(self) -> None:
-        self.notify(self.query_one(LiveTable).cycle_sort())
+        self.query_one(LiveTable).cycle_sort()
+
+    def action_cursor(self, how: str, step: int) -> None:
+        table = self.query_one(LiveTable)
+        {"move": table.move, "page": table.page, "edge": table.edge}[how](step)
+
+    def action_open(self) -> None:
+        self.query_one(LiveTable).select()
 
     def action_reload(self) -> None:
         self.load()

@@ -16,17 +16,18 @@ from textual.widgets import Static
 
 from engine.api import TableSnapshot, TablesReport
 from zync_tui.console import format as fmt
+from zync_tui.console.listing import Column, Row, Source
 from zync_tui.console.widgets.tables import LiveTable
 
 COLUMNS = [
-    ("table", "table"),
-    ("kind", "kind"),
-    ("version", "version"),
-    ("rows", "rows"),
-    ("applied", "staging applied/newest"),
-    ("lag", "lag"),
-    ("at", "applied at (UTC)"),
-    ("error", "last error"),
+    Column("table", "table", 24),
+    Column("kind", "kind"),
+    Column("version", "version", align=">"),
+    Column("rows", "rows", align=">"),
+    Column("applied", "staging applied/newest"),
+    Column("lag", "lag"),
+    Column("at", "applied at (UTC)"),
+    Column("error", "last error"),
 ]
 
 
@@ -46,6 +47,17 @@ def cells(table: TableSnapshot) -> tuple[str, ...]:
     )
 
 
+def rows(report: TablesReport) -> list[Row]:
+    """The table's rows (made in the console's preparer thread)."""
+    made = [
+        Row(t.name, cells(t), (t.name, t.history, t.version, t.rows, t.applied, t.lag, t.applied_at, t.error))
+        for t in report.tables
+    ]
+    if report.error:
+        made.append(Row("", ("-", "-", "-", "-", "-", "-", "-", fmt.short(report.error, 30)), ()))
+    return made
+
+
 class TablesSection(Vertical):
     """The tables, under the Loops panel's loops (hidden when there are none)."""
 
@@ -55,12 +67,12 @@ class TablesSection(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(
-            "Tables (apply loop, y: start/stop): Delta version, rows, staging version applied",
+            "Tables (apply loop; y starts and stops it)",
             id="tables-title",
             classes="hint",
             markup=False,
         )
-        yield LiveTable(COLUMNS, id="tables-table")
+        yield LiveTable(COLUMNS, noun="tables", id="tables-table")
 
     def on_mount(self) -> None:
         self.display = False
@@ -68,7 +80,4 @@ class TablesSection(Vertical):
     def show(self, report: TablesReport) -> None:
         self.report = report
         self.display = bool(report.tables or report.error)
-        rows = [(t.name, cells(t), None) for t in report.tables]
-        if report.error:
-            rows.append(("", ("-", "-", "-", "-", "-", "-", "-", fmt.short(report.error, 30)), None))
-        self.query_one(LiveTable).set_rows(rows)
+        self.query_one(LiveTable).give(Source(lambda: rows(report)))

@@ -20,8 +20,8 @@ from textual.widgets import Footer
 class KeysFooter(Footer):
     """A :class:`~textual.widgets.Footer` that skips rebuilding the same keys."""
 
-    def __init__(self, *, compact: bool = False) -> None:
-        super().__init__(compact=compact)
+    def __init__(self, *, compact: bool = False, show_command_palette: bool = True) -> None:
+        super().__init__(compact=compact, show_command_palette=show_command_palette)
         self._shown: tuple[Hashable, ...] | None = None
 
     def _keys(self, screen: Screen[object]) -> tuple[Hashable, ...]:

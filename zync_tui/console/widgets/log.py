@@ -4,20 +4,39 @@ logged once when they appear, and again when they recover."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Static
 
 from zync_tui.console import format as fmt
 from zync_tui.console.backend import LogEntry
+from zync_tui.console.listing import Column, Row, Source
+from zync_tui.console.widgets.filter_line import FilterLine
+from zync_tui.console.widgets.table_panel import TablePanel
 from zync_tui.console.widgets.tables import LiveTable
+from zync_tui.console.widgets.text import say
 
-COLUMNS = [("at", "at (UTC)"), ("severity", "severity"), ("source", "source"), ("message", "message")]
+COLUMNS = [
+    Column("at", "at (UTC)"),
+    Column("severity", "severity"),
+    Column("source", "source", 12),
+    Column("message", "message", 200),
+]
 CAPACITY = 500
 
 
-class LogPanel(Vertical):
+def rows(entries: Sequence[tuple[int, LogEntry]]) -> list[Row]:
+    """The table's rows, newest first (made in the console's preparer thread)."""
+    made = []
+    for serial, e in reversed(entries):
+        severity = {"WARNING": "WARN"}.get(e.severity, e.severity)
+        cells = (fmt.clock(e.at), severity, fmt.short(e.source, 12), fmt.short(e.message, 200))
+        made.append(Row(str(serial), cells, (e.at, severity, e.source, e.message), None))
+    return made
+
+
+class LogPanel(TablePanel):
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self.entries: deque[tuple[int, LogEntry]] = deque(maxlen=CAPACITY)
@@ -26,14 +45,22 @@ class LogPanel(Vertical):
         self.faults: dict[str, str | None] = {}
 
     def compose(self) -> ComposeResult:
-        yield LiveTable(COLUMNS, id="log-table", follow_top=True)
+        yield LiveTable(COLUMNS, noun="log lines", follow_top=True, id="log-table")
+        yield FilterLine()
         yield Static("", id="log-detail", classes="detail", markup=False)
 
-    def on_data_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
-        key = event.row_key.value if event.row_key is not None else None
+    def on_mount(self) -> None:
+        self._give()
+
+    def _give(self) -> None:
+        kept = list(self.entries)
+        self.query_one(LiveTable).give(Source(lambda: rows(kept)))
+
+    def changed(self, table: LiveTable) -> None:
+        key = table.highlighted_key()
         for serial, e in self.entries:
             if str(serial) == key:
-                self.query_one("#log-detail", Static).update(f"{e.severity} {e.source}: {e.message}")
+                say(self.query_one("#log-detail", Static), f"{e.severity} {e.source}: {e.message}")
                 return
 
     def fault(self, where: str, error: str | None, at: float) -> None:
@@ -52,9 +79,5 @@ class LogPanel(Vertical):
         for entry in entries:
             self._serial += 1
             self.entries.append((self._serial, entry))
-        rows = []
-        for serial, e in reversed(self.entries):
-            severity = {"WARNING": "WARN"}.get(e.severity, e.severity)
-            rows.append((str(serial), (fmt.clock(e.at), severity, fmt.short(e.source, 12), e.message), None))
         if self.is_mounted:
-            self.query_one(LiveTable).set_rows(rows)
+            self._give()

@@ -1,35 +1,44 @@
-"""Pending and Expired: input records waiting (or given up on), filterable and sortable."""
+"""Pending and Expired: input records waiting (or given up on), filterable and sortable.
+
+There may be tens of thousands (a backlog whose right-hand rows have not come): each
+row's cells are made only when it is drawn, and its columns keep their widths.
+"""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from engine.api import RecordRow
 from zync_tui.console import format as fmt
+from zync_tui.console.listing import Column, Row, Source
+from zync_tui.console.widgets.filter_line import FilterLine
+from zync_tui.console.widgets.table_panel import TablePanel
 from zync_tui.console.widgets.tables import LiveTable
-
-#: The most records the table shows (the first in its order); the filter searches all.
-SHOWN = 500
+from zync_tui.console.widgets.text import say
 
 COLUMNS = [
-    ("topic", "topic"),
-    ("p", "p"),
-    ("offset", "offset"),
-    ("key", "key"),
-    ("rule", "rule"),
-    ("age", "age"),
+    Column("topic", "topic", 16),
+    Column("p", "p", 3, ">"),
+    Column("offset", "offset", 9, ">"),
+    Column("key", "key", 22),
+    Column("rule", "rule", 14),
+    Column("age", "age", 7, ">"),
 ]
+
+
+def key(r: RecordRow) -> str:
+    return f"{r.etl}:{r.topic}:{r.partition}:{r.offset}"
 
 
 def _cells(r: RecordRow) -> tuple[str, ...]:
     return (
-        fmt.short(r.topic, 16),
+        fmt.middle(r.topic, 16),
         str(r.partition),
         fmt.num(r.offset),
         fmt.short(r.key, 22),
@@ -38,7 +47,16 @@ def _cells(r: RecordRow) -> tuple[str, ...]:
     )
 
 
-class RecordsPanel(Vertical):
+def rows(records: Sequence[RecordRow]) -> list[Row]:
+    """The table's rows (made in the console's preparer thread; cells when drawn)."""
+    return [
+        Row(key(r), functools.partial(_cells, r), (r.topic, r.partition, r.offset, r.key, r.rule, r.age_seconds),
+            f"{r.topic} {r.partition} {r.offset} {r.key} {r.rule}")
+        for r in records
+    ]
+
+
+class RecordsPanel(TablePanel):
     """A table of :class:`engine.api.RecordRow` (pending or expired)."""
 
     @dataclass
@@ -50,91 +68,34 @@ class RecordsPanel(Vertical):
     def __init__(self, status: str, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self.status = status
-        self.records: list[RecordRow] = []
-        self.filter_text = ""
+        self.records: Sequence[RecordRow] = ()
         self.error: str | None = None
-        self._stale = False
+        self._by_key: dict[str, RecordRow] | None = None
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter (/ to type, Esc to clear): topic, key, rule…", id=f"{self.status}-filter")
-        yield LiveTable(COLUMNS, limit=SHOWN, id=f"{self.status}-table")
+        yield LiveTable(COLUMNS, noun=f"{self.status} records", id=f"{self.status}-table")
+        yield FilterLine()
         yield Static("", id=f"{self.status}-detail", classes="detail", markup=False)
 
-    def show(self, records: list[RecordRow], error: str | None = None) -> None:
-        """New records from a poll: shown now if the panel is in view, else when it
-        comes into view (:meth:`flush`)."""
-        self.records = list(records)
+    def show(self, records: Sequence[RecordRow], error: str | None = None) -> None:
+        """New records from a poll."""
+        self.records = records
         self.error = error
-        if self.query_one(LiveTable).in_view():
-            self._fill()
-        else:
-            self._stale = True
+        self._by_key = None
+        self.query_one(LiveTable).give(Source(lambda: rows(records)))
+        self.due()
 
-    def flush(self) -> None:
-        """Show the records a poll brought while the panel was out of view."""
-        if self._stale:
-            self._fill()
+    def present(self) -> None:
+        hint = "Enter shows a full record" if self.records else ""
+        say(self.query_one(f"#{self.status}-detail", Static), f"⚠ {self.error}\n{hint}" if self.error else hint)
 
-    def refill(self) -> None:
-        """Give the table its rows again (its sort changed)."""
-        self._fill()
-
-    def _matches(self, r: RecordRow) -> bool:
-        if not self.filter_text:
-            return True
-        needle = self.filter_text.lower()
-        hay = f"{r.topic} {r.partition} {r.offset} {r.key} {r.rule}".lower()
-        return all(word in hay for word in needle.split())
-
-    def _fill(self) -> None:
-        """The table's rows: every match when the table sorts (the first SHOWN of the
-        sorted matches are shown), else the first SHOWN matches only."""
-        self._stale = False
-        table = self.query_one(LiveTable)
-        shown = [r for r in self.records if self._matches(r)] if self.filter_text else self.records
-        rows = []
-        for r in shown if table.sort_column is not None else shown[:SHOWN]:
-            key = f"{r.etl}:{r.topic}:{r.partition}:{r.offset}"
-            sort = (r.topic, r.partition, r.offset, r.key, r.rule, r.age_seconds)
-            rows.append((key, functools.partial(_cells, r), sort))
-        table.set_rows(rows)
-        detail = self.query_one(f"#{self.status}-detail", Static)
-        total = len(self.records)
-        text = f"{len(shown)} of {total} {self.status} records" if self.filter_text else f"{total} {self.status} records"
-        if len(shown) > SHOWN:
-            text += f" (the first {SHOWN} shown: / filters)"
-        if total:
-            text += " · Enter shows the record · s sorts · S reverses"
-        if self.error:
-            text = f"⚠ {self.error}\n{text}"
-        detail.update(text)
-
-    def on_input_changed(self, event: Input.Changed) -> None:
+    def on_live_table_selected(self, event: LiveTable.Selected) -> None:
         event.stop()
-        self.filter_text = event.value.strip()
-        self._fill()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.query_one(LiveTable).focus()
-
-    def on_data_table_row_selected(self, event: LiveTable.RowSelected) -> None:
-        event.stop()
-        record = self.record_for(event.row_key.value)
+        record = self.record_for(event.key)
         if record is not None:
             self.post_message(self.Opened(record))
 
-    def record_for(self, key: str | None) -> RecordRow | None:
-        for r in self.records:
-            if f"{r.etl}:{r.topic}:{r.partition}:{r.offset}" == key:
-                return r
-        return None
-
-    def focus_filter(self) -> None:
-        self.query_one(Input).focus()
-
-    def clear_filter(self) -> None:
-        self.query_one(Input).value = ""
-        self.filter_text = ""
-        self._fill()
-        self.query_one(LiveTable).focus()
+    def record_for(self, found: str | None) -> RecordRow | None:
+        if self._by_key is None:
+            self._by_key = {key(r): r for r in self.records}
+        return self._by_key.get(found or "")

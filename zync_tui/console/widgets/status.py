@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from zync_tui.console.widgets.text import say
+
 
 class StatusBar(Static):
     """``zync demo · invoices │ Kafka ok · registry ok · lake ok │ READ-ONLY``, in words."""
@@ -36,4 +38,4 @@ class StatusBar(Static):
             bits.append(self.note)
         if self.read_only:
             bits.append("READ-ONLY")
-        self.update(" │ ".join(bits))
+        say(self, " │ ".join(bits), fixed=True)

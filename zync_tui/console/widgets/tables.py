@@ -1,153 +1,333 @@
-"""A DataTable that refreshes in place (cursor and scroll kept) and sorts by keyboard.
+"""The console's tables: hundreds of rows (a whole database's topics), kept current every
+second, filtered and sorted by keyboard, at the cost of the lines in view.
 
-Building a table's rows is the console's heaviest work on its event loop (every cell is
-measured), and the polls bring rows every second: a table out of view keeps the rows it
-was given and builds them when it comes into view (:meth:`LiveTable.flush`), and a table
-shows at most ``limit`` rows (after sorting), so a key never waits behind thousands of
-rows nobody sees. A row's cells may be given as a function, called only for the rows
-shown (a panel of 40,000 pending records formats 500 of them)."""
+A :class:`LiveTable` is given each poll's rows as a :class:`~zync_tui.console.listing.Source`
+and its operator's filter and sort as an :class:`~zync_tui.console.listing.Order`; the
+console's preparer thread makes the :class:`~zync_tui.console.listing.Listing` (rows
+matched, sorted, laid out, measured) as soon as either changes, and the table swaps it in
+when it arrives (several within a frame: the newest). A table out of view keeps the
+listing that arrived and swaps it in when it comes into view (:meth:`LiveTable.reveal`),
+in the same frame as its panel: a panel key does no table work, and nothing out of view
+is laid out or drawn. Drawing is Textual's line API: one line per row in view, already
+laid out, so a key costs the same with 4 rows or 40,000. The row under the cursor stays
+under it across polls (by its key).
+
+A table never takes the focus: moving among panels would then restyle two tables (and
+their scroll bars) and paint the screen once more at every key. The console routes its
+keys to the table a panel has active instead (zync_tui/console/keys.py: ↑ ↓ or k j, PgUp
+PgDn, Home End or g G, ← →, Enter), and the active table draws its cursor brighter.
+A click moves the cursor; a click on a header sorts by that column.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TypeAlias
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import ClassVar
 
-from rich.text import Text
-from textual.widgets import DataTable
+from rich.segment import Segment
+from rich.style import Style
+from textual import events, on
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
-#: A value a column sorts by (None sorts last).
-SortValue: TypeAlias = str | int | float | None
-#: A row's cells, or the function that makes them (called only if the row is shown).
-Cells: TypeAlias = Sequence[str] | Callable[[], Sequence[str]]
-#: One row: its key, its cells, and the values it sorts by (None: the cells).
-Row: TypeAlias = tuple[str, Cells, Sequence[SortValue] | None]
-_Given: TypeAlias = tuple[str, Cells, tuple[SortValue, ...] | None]
+from zync_tui.console.listing import Column, Feed, Listing, Order, Source
 
-
-def _cells(cells: Cells) -> Sequence[str]:
-    return cells() if callable(cells) else cells
-
-
-def _plain(cell: str) -> Text:
-    """Strings are shown as they are: ``[f]`` or ``Invoices[0]`` is not markup."""
-    return Text(cell)
+#: Columns a ← or → scrolls.
+SIDEWAYS = 8
 
 
-class LiveTable(DataTable[Text]):
-    """Rows are replaced on every poll; the highlighted row stays where it was."""
+class LiveTable(ScrollView, can_focus=False):
+    """A table of rows replaced on every poll (see the module's docstring)."""
 
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "live-table--header",
+        "live-table--cursor",
+        "live-table--cursor-idle",
+    }
     DEFAULT_CSS = """
-    LiveTable { height: 1fr; }
+    LiveTable {
+        height: 1fr;
+        background: $surface;
+        color: $foreground;
+        & > .live-table--header { text-style: bold; background: $panel; }
+        & > .live-table--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: bold;
+        }
+        & > .live-table--cursor-idle {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+        }
+        &:nocolor > .live-table--cursor { text-style: reverse bold; }
+        &:nocolor > .live-table--cursor-idle { text-style: underline; }
+    }
     """
+
+    class Highlighted(Message):
+        """The cursor is on another row (``key``: None when the table is empty)."""
+
+        def __init__(self, table: LiveTable, key: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+    class Selected(Message):
+        """Enter (or a second click) on the row ``key``."""
+
+        def __init__(self, table: LiveTable, key: str) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+    class Swapped(Message):
+        """The table shows another listing (new rows, or another filter or sort)."""
+
+        def __init__(self, table: LiveTable) -> None:
+            super().__init__()
+            self.table = table
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LiveTable.Swapped) and message.table is self.table
+
+    class _Prepared(Message):
+        """A listing from the preparer's thread (or why it could not be made)."""
+
+        def __init__(self, result: Listing | Exception) -> None:
+            super().__init__()
+            self.result = result
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LiveTable._Prepared)
 
     def __init__(
         self,
-        columns: Sequence[tuple[str, str]],
+        columns: Sequence[Column],
         *,
+        noun: str = "rows",
         follow_top: bool = False,
-        limit: int | None = None,
         id: str | None = None,  # noqa: A002 - Textual's name
     ) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, id=id)
+        super().__init__(id=id)
+        self.columns = list(columns)
+        #: what the rows are, for the line under the table ("topic partitions")
+        self.noun = noun
         #: newest-first tables: a cursor on the first row stays on the (new) first row
         self.follow_top = follow_top
-        #: the most rows shown (None: all), the first ones in the table's order
-        self.limit = limit
-        self._columns = list(columns)
-        self.sort_column: int | None = None
-        self.sort_reverse = False
-        self._rows: list[_Given] = []
-        #: rows given while out of view, not built yet
-        self._stale = False
+        self.feed = Feed(self.columns, lambda result: self.post_message(self._Prepared(result)))
+        self.cursor_row = 0
+        #: why the last listing could not be made (None: it was)
+        self.error: str | None = None
+        self._active = True
+        #: the styles of one paint (:meth:`render_lines`)
+        self._styles: tuple[Style, Style, Style] | None = None
 
-    def on_mount(self) -> None:
-        for key, label in self._columns:
-            self.add_column(label, key=key)
-
-    def set_rows(self, rows: Iterable[Row]) -> None:
-        """``rows``: (row key, cells, sort values or None to sort by the cells)."""
-        self._rows = [
-            (key, cells, tuple(sort) if sort is not None else None) for key, cells, sort in rows
-        ]
-        if self.in_view():
-            self._render_rows()
-        else:
-            self._stale = True
+    # -- what is shown ----------------------------------------------------------------
 
     @property
-    def total_rows(self) -> int:
-        """Rows given, shown or not (:attr:`limit`)."""
-        return len(self._rows)
+    def listing(self) -> Listing:
+        return self.feed.shown
+
+    @property
+    def order(self) -> Order:
+        return self.feed.order
+
+    def give(self, source: Source) -> None:
+        """A poll's rows (prepared at once, swapped in when the table is in view)."""
+        self.feed.source = source
+        self.feed.want()
+
+    def reorder(self, order: Order) -> None:
+        """Another filter or sort."""
+        if order != self.feed.order:
+            self.feed.order = order
+            self.feed.want()
+
+    def reveal(self) -> None:
+        """The table came into view: the listing prepared meanwhile is swapped in now."""
+        ready = self.feed.ready
+        if ready is not None and self.feed.wanted(ready):
+            self._swap(ready)
+        self.feed.want()
 
     def flush(self) -> None:
-        """Build the rows given while the table was out of view (it is in view now)."""
-        if self._stale:
-            self._render_rows()
+        """Bring the listing up to date here and now, in view or not (tests and scripts:
+        the console itself never prepares on its event loop)."""
+        if self.feed.stale():
+            self._swap(self.feed.now())
 
     def in_view(self) -> bool:
-        """False inside a hidden tab (its pane has ``display: none``)."""
-        return all(node.display for node in self.ancestors_with_self if hasattr(node, "display"))
+        """False inside a hidden tab or section (an ancestor with ``display: none``)."""
+        return self.is_attached and all(node.display for node in self.ancestors_with_self if hasattr(node, "display"))
 
-    def _render_rows(self) -> None:
-        self._stale = False
-        rows = list(self._rows)
-        if self.sort_column is not None:
-            index = self.sort_column
-
-            def sort_key(row: _Given) -> tuple[int, float | str]:
-                value = row[2][index] if row[2] is not None else _cells(row[1])[index]
-                if value is None:
-                    return (1, 0)
-                return (0, value if isinstance(value, int | float) else str(value).lower())
-
-            rows.sort(key=sort_key, reverse=self.sort_reverse)
-        if self.limit is not None:
-            rows = rows[: self.limit]
-        shown = [(key, tuple(_plain(c) for c in _cells(cells))) for key, cells, _ in rows]
-        current = None
-        if self.row_count and 0 <= self.cursor_row < self.row_count:
-            try:
-                current = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-            except Exception:  # noqa: BLE001 - no cursor yet
-                current = None
-        keys = [key for key, _ in shown]
-        existing = [row_key.value for row_key in self.rows]
-        if keys == existing:
-            for key, texts in shown:
-                for (column_key, _), value in zip(self._columns, texts, strict=False):
-                    if self.get_cell(key, column_key) != value:
-                        self.update_cell(key, column_key, value, update_width=True)
+    @on(_Prepared)
+    def _prepared(self, message: _Prepared) -> None:
+        message.stop()
+        result = message.result
+        if isinstance(result, Exception):
+            self.feed.failed()
+            self.error = f"{type(result).__name__}: {result}"
+            self.post_message(self.Swapped(self))
             return
-        scroll_y = self.scroll_y
-        at_top = self.follow_top and self.cursor_row <= 0
-        self.clear()
-        for key, texts in shown:
-            self.add_row(*texts, key=key)
-        if at_top:
-            self.move_cursor(row=0, animate=False, scroll=False)
-            self.scroll_to(y=0, animate=False, immediate=True)
-            return
-        if current in keys:
-            self.move_cursor(row=keys.index(current), animate=False, scroll=False)
-        self.scroll_to(y=scroll_y, animate=False, immediate=True)
-
-    def cycle_sort(self, reverse: bool = False) -> str:
-        """Sort by the next column (``reverse``: flip the order instead)."""
-        if reverse:
-            if self.sort_column is None:
-                self.sort_column = 0
-            self.sort_reverse = not self.sort_reverse
+        self.error = None
+        if not self.feed.wanted(result):
+            return  # a newer listing is on its way
+        if self.in_view():
+            self._swap(result)
         else:
-            self.sort_column = 0 if self.sort_column is None else (self.sort_column + 1) % len(self._columns)
-            self.sort_reverse = False
-        self._render_rows()
-        label = self._columns[self.sort_column][1]
-        return f"sorted by {label}" + (" (descending)" if self.sort_reverse else "")
+            self.feed.ready = result
+
+    def _swap(self, listing: Listing) -> None:
+        before = self.highlighted_key()
+        self.feed.show(listing)
+        rows = len(listing.rows)
+        position = listing.index.get(before) if before is not None else None
+        if self.follow_top and self.cursor_row == 0:
+            position = 0
+        self.cursor_row = max(0, min(rows - 1, self.cursor_row if position is None else position))
+        size = Size(listing.width + 2, rows + 1)
+        if self.virtual_size != size:
+            self.virtual_size = size
+        self._keep_cursor_in_view()
+        self.refresh()
+        self.post_message(self.Swapped(self))
+        if self.highlighted_key() != before:
+            self.post_message(self.Highlighted(self, self.highlighted_key()))
+
+    # -- drawing ------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """Whether the keys move this table's cursor (its panel's other tables': not)."""
+        return self._active
+
+    @active.setter
+    def active(self, active: bool) -> None:
+        if active != self._active:
+            self._active = active
+            self.refresh()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        base = self.rich_style  # the same for every line of one paint: looked up once
+        cursor = "live-table--cursor" if self._active else "live-table--cursor-idle"
+        self._styles = (
+            base,
+            base + self.get_component_rich_style("live-table--header"),
+            base + self.get_component_rich_style(cursor),
+        )
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._styles = None
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        base, header, cursor = self._styles or (self.rich_style,) * 3
+        if y == 0:
+            return self._strip(self.listing.header, header, scroll_x, width)
+        position = y - 1 + scroll_y
+        if position >= len(self.listing.rows):
+            return Strip.blank(width, base)
+        style = cursor if position == self.cursor_row else base
+        return self._strip(self.listing.line(position), style, scroll_x, width)
+
+    @staticmethod
+    def _strip(text: str, style: Style, scroll_x: int, width: int) -> Strip:
+        return Strip([Segment(f" {text} ", style)]).crop_extend(scroll_x, scroll_x + width, style)
+
+    # -- the cursor ---------------------------------------------------------------------
+
+    @property
+    def _page(self) -> int:
+        """Rows in view (under the header)."""
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def _keep_cursor_in_view(self) -> None:
+        top = round(self.scroll_y)
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False, force=True)
+        elif self.cursor_row >= top + self._page:
+            self.scroll_to(y=self.cursor_row - self._page + 1, animate=False, force=True)
+
+    def move_to(self, row: int) -> None:
+        """Put the cursor on row ``row`` (kept within the rows), in view."""
+        row = max(0, min(len(self.listing.rows) - 1, row))
+        if row != self.cursor_row:
+            self.cursor_row = row
+            self.refresh()
+            self.post_message(self.Highlighted(self, self.highlighted_key()))
+        self._keep_cursor_in_view()
+
+    def move(self, rows: int) -> None:
+        self.move_to(self.cursor_row + rows)
+
+    def page(self, pages: int) -> None:
+        self.move_to(self.cursor_row + pages * self._page)
+
+    def edge(self, end: int) -> None:
+        self.move_to(len(self.listing.rows) - 1 if end else 0)
+
+    def sideways(self, step: int) -> None:
+        self.scroll_to(x=max(0, self.scroll_x + step * SIDEWAYS), animate=False, force=True)
+
+    def select(self) -> None:
+        key = self.highlighted_key()
+        if key is not None:
+            self.post_message(self.Selected(self, key))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        if offset.y == 0:
+            self._sort_by_header(offset.x + round(self.scroll_x) - 1)
+            return
+        row = offset.y - 1 + round(self.scroll_y)
+        if row < len(self.listing.rows):
+            again = row == self.cursor_row
+            self.move_to(row)
+            if again:
+                self.select()
+
+    def _sort_by_header(self, x: int) -> None:
+        left = 0
+        for index, width in enumerate(self.listing.widths):
+            if left <= x < left + width + 1:
+                descending = self.order.sort == index and not self.order.descending
+                self.reorder(replace(self.order, sort=index, descending=descending))
+                return
+            left += width + 1
+
+    # -- filter and sort -----------------------------------------------------------------
+
+    def set_filter(self, text: str) -> None:
+        self.reorder(replace(self.order, filter=text.strip()))
+
+    def cycle_sort(self, reverse: bool = False) -> None:
+        """Sort by the next column, then none (the engine's order) again; ``reverse``:
+        flip the direction instead."""
+        sort, descending = self.order.sort, self.order.descending
+        if reverse:
+            sort, descending = (0 if sort is None else sort), not descending
+        else:
+            sort = 0 if sort is None else (None if sort + 1 >= len(self.columns) else sort + 1)
+            descending = False
+        self.reorder(replace(self.order, sort=sort, descending=descending))
+
+    # -- reading it (the panels, tests and scripts) ----------------------------------------
 
     def highlighted_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:  # noqa: BLE001
-            return None
+        rows = self.listing.rows
+        return rows[self.cursor_row].key if 0 <= self.cursor_row < len(rows) else None
+
+    @property
+    def row_count(self) -> int:
+        """Rows shown (those the filter keeps)."""
+        return len(self.listing.rows)
+
+    def get_row_at(self, position: int) -> list[str]:
+        return list(self.listing.rows[position].shown())

@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
 from engine.api import TopicSnapshot, TopicsReport
 from zync_tui.console import format as fmt
+from zync_tui.console.listing import Column, Row, Source
+from zync_tui.console.widgets.filter_line import FilterLine
+from zync_tui.console.widgets.table_panel import TablePanel
 from zync_tui.console.widgets.tables import LiveTable
+from zync_tui.console.widgets.text import say
 
 COLUMNS = [
-    ("topic", "topic"),
-    ("p", "p"),
-    ("dir", "dir"),
-    ("low", "low"),
-    ("high", "high"),
-    ("lake", "lake"),
-    ("lag", "lag"),
-    ("lag_t", "lag t"),
-    ("src", "src"),
-    ("rate", "rate"),
-    ("trend", "trend"),
-    ("dead", "dead"),
+    Column("topic", "topic", 16),
+    Column("p", "p", align=">"),
+    Column("dir", "dir"),
+    Column("low", "low", align=">"),
+    Column("high", "high", align=">"),
+    Column("lake", "lake", align=">"),
+    Column("lag", "lag", align=">"),
+    Column("lag_t", "lag t", align=">"),
+    Column("src", "src", align=">"),
+    Column("rate", "rate", align=">"),
+    Column("trend", "trend"),
+    Column("dead", "dead", align=">"),
 ]
 
 
@@ -47,67 +52,82 @@ def _direction(t: TopicSnapshot) -> str:
     return ENVELOPE_SHORT.get(t.envelope, t.envelope)
 
 
-class TopicsPanel(Vertical):
+def key(t: TopicSnapshot) -> str:
+    return f"{t.direction}:{t.topic}:{t.partition}"
+
+
+def rows(topics: Sequence[TopicSnapshot]) -> list[Row]:
+    """The table's rows (made in the console's preparer thread)."""
+    made = []
+    for t in topics:
+        cells = (
+            fmt.middle(t.topic, 16),
+            str(t.partition),
+            _direction(t),
+            fmt.num(t.low),
+            fmt.num(_high(t)),
+            fmt.num(t.lake_offset),
+            fmt.num(t.lag_records),
+            fmt.seconds(t.lag_seconds),
+            fmt.seconds(t.source_lag_seconds),
+            fmt.rate(t.rate),
+            fmt.sparkline(t.history, 5),
+            str(t.dead_letters),
+        )
+        sort = (t.topic, t.partition, t.direction, t.low, _high(t), t.lake_offset, t.lag_records,
+                t.lag_seconds, t.source_lag_seconds, t.rate, sum(t.history[-8:]), t.dead_letters)
+        text = f"{t.topic} {t.partition} {t.direction} {t.envelope or ''} {t.pool or ''}"
+        made.append(Row(key(t), cells, sort, text))
+    return made
+
+
+class TopicsPanel(TablePanel):
     """The Topics panel. ``d`` browses dead letters (an app binding)."""
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self.report: TopicsReport | None = None
+        self._by_key: dict[str, TopicSnapshot] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the first snapshot…", id="topics-notice", classes="notice", markup=False)
-        yield LiveTable(COLUMNS, id="topics-table")
+        yield LiveTable(COLUMNS, noun="topic partitions", id="topics-table")
+        yield FilterLine()
         yield Static("", id="topics-detail", classes="detail", markup=False)
         yield Sparkline([], id="topics-spark")
 
     def show(self, report: TopicsReport) -> None:
         self.report = report
+        self._by_key = None
+        topics = report.topics
+        self.query_one(LiveTable).give(Source(lambda: rows(topics)))
+        self.due()
+
+    def present(self) -> None:
+        if self.report is None:
+            return
         notice = self.query_one("#topics-notice", Static)
-        errors = list(report.errors)
-        notice.update("\n".join(f"⚠ {e}" for e in errors) if errors else "")
+        errors = list(self.report.errors)
+        if errors:
+            say(notice, "\n".join(f"⚠ {e}" for e in errors))
+        elif not self.report.topics:
+            say(notice, "no topics yet: nothing in the lake and no ETL configuration inputs")
         notice.set_class(bool(errors), "fault")
-        notice.display = bool(errors) or not report.topics
-        if not errors and not report.topics:
-            notice.update("no topics yet: nothing in the lake and no ETL configuration inputs")
-        rows = []
-        for t in report.topics:
-            key = f"{t.direction}:{t.topic}:{t.partition}"
-            cells = (
-                fmt.short(t.topic, 13),
-                str(t.partition),
-                _direction(t),
-                fmt.num(t.low),
-                fmt.num(_high(t)),
-                fmt.num(t.lake_offset),
-                fmt.num(t.lag_records),
-                fmt.seconds(t.lag_seconds),
-                fmt.seconds(t.source_lag_seconds),
-                fmt.rate(t.rate),
-                fmt.sparkline(t.history, 5),
-                str(t.dead_letters),
-            )
-            sort = (t.topic, t.partition, t.direction, t.low, t.high, t.lake_offset, t.lag_records,
-                    t.lag_seconds, t.source_lag_seconds, t.rate, sum(t.history[-8:]), t.dead_letters)
-            rows.append((key, cells, sort))
-        self.query_one(LiveTable).set_rows(rows)
-        self.show_detail()
+        notice.display = bool(errors) or not self.report.topics
 
     def selected(self) -> TopicSnapshot | None:
         if self.report is None:
             return None
-        key = self.query_one(LiveTable).highlighted_key()
-        for t in self.report.topics:
-            if f"{t.direction}:{t.topic}:{t.partition}" == key:
-                return t
-        return None
+        if self._by_key is None:
+            self._by_key = {key(t): t for t in self.report.topics}
+        return self._by_key.get(self.query_one(LiveTable).highlighted_key() or "")
 
     def show_detail(self) -> None:
         t = self.selected()
         detail = self.query_one("#topics-detail", Static)
         spark = self.query_one("#topics-spark", Sparkline)
         if t is None:
-            detail.update("")
-            spark.data = []
+            say(detail, "")
             spark.display = False
             return
         if t.direction == "in":
@@ -125,9 +145,9 @@ class TopicsPanel(Vertical):
             )
         if t.error and (self.report is None or t.error not in self.report.errors):
             text += f"\n⚠ {t.error}"
-        detail.update(text)
+        say(detail, text)
         spark.data = list(t.history)
         spark.display = any(v > 0 for v in t.history)  # a flat line says nothing
 
-    def on_data_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
+    def changed(self, table: LiveTable) -> None:
         self.show_detail()
