@@ -10,7 +10,7 @@ or `cairosvg` is available):
 * ``after-batch-2-*``: Dan's invoice waits for its status row (Pending, Topics);
 * ``after-batch-4-*``: all 8 outputs in Staging and on NewInvoices (Topics, Loops, ETL, Log);
 * ``expired-*``: an invoice whose status never comes, expired once the Invoices topic
-  is an hour past it (Expired, and the record's envelope);
+  is an hour past it (Expired, and the full record);
 * ``broker-down-*``: the broker stopped under the running console (Topics, Loops).
 """
 

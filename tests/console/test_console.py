@@ -299,7 +299,7 @@ async def test_pending_filter_sort_and_open_record() -> None:
         assert table(app, "pending").row_count == 1
         await pilot.press("z", "z")
         assert table(app, "pending").row_count == 0
-        assert "/103zz: 0 of 1 pending records (1 hidden)" in text_of(app, "#pending-panel .filter-summary")
+        assert "/103zz: 0 of 1 pending record (1 hidden)" in text_of(app, "#pending-panel .filter-summary")
         await pilot.press("escape")
         assert table(app, "pending").row_count == 1
         assert app.focused is None

@@ -26,9 +26,10 @@ def summary(table: LiveTable) -> str:
     shown = table.listing
     count, order = len(shown.rows), shown.order
     if order.words:
-        text = f"/{order.filter}: {count:,} of {shown.total:,} {table.noun} ({shown.hidden:,} hidden)"
+        noun = _noun(shown.total, table.noun)
+        text = f"/{order.filter}: {count:,} of {shown.total:,} {noun} ({shown.hidden:,} hidden)"
     else:
-        text = f"{count:,} {table.noun}"
+        text = f"{count:,} {_noun(count, table.noun)}"
     if count:
         text += f" · row {table.cursor_row + 1:,}"
     if order.sort is not None:
@@ -110,3 +111,8 @@ class FilterLine(Horizontal):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.done()
+
+
+def _noun(count: int, noun: str) -> str:
+    """``noun`` (a plural: "pending records") for ``count`` rows: "1 pending record"."""
+    return noun[:-1] if count == 1 and noun.endswith("s") else noun
