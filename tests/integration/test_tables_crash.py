@@ -171,14 +171,17 @@ def check_tables(lake: Lake, stager: Stager) -> list[dict[str, Any]]:
 
 def _retried(spark: Any, sql: str) -> int:
     """Run ``sql``, again when it lost a race to a commit of the apply loop (as a user's
-    job would); returns how many races it lost."""
+    job would); returns how many races it lost. Delta's conflicts reach Python as
+    pyspark's exceptions or, for those pyspark does not convert (a concurrent MERGE that
+    deleted files the OPTIMIZE read: ConcurrentDeleteReadException), as py4j's."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
     for lost in range(10):
         try:
             spark.sql(sql).collect()
             return lost
-        except PySparkException as exc:
+        except (PySparkException, Py4JJavaError) as exc:
             if "Concurrent" not in str(exc) and "DELTA_CONCURRENT" not in str(exc):
                 raise
     raise AssertionError(f"{sql}: lost 10 races in a row")
