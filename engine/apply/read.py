@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from engine.errors import ZyncError
 from engine.lake import delta
+from engine.lake.change_feed import ChangeFeedError, MetadataVersion, inserted_records
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -41,10 +42,6 @@ class StagingReadError(ZyncError):
     """The staging pool's changes cannot be read (e.g. files removed by VACUUM)."""
 
 
-class _MetadataVersion(Exception):
-    """The change data feed cannot start at a version holding a metaData action."""
-
-
 class StagingChanges:
     """Reads what staging versions added to one output topic."""
 
@@ -60,7 +57,7 @@ class StagingChanges:
             try:
                 parts.append(self._feed(version, last))
                 break
-            except _MetadataVersion:
+            except MetadataVersion:
                 parts.append(self._version_rows(version))
                 version += 1
         rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -68,36 +65,24 @@ class StagingChanges:
 
     def _feed(self, first: int, last: int) -> pa.Table:
         topic = self.topic.replace("\\", "\\\\").replace("'", "\\'")
-        try:
-            reader = self.pool.table.load_cdf(
-                starting_version=first,
-                ending_version=last,
-                predicate=f"kafka.topic = '{topic}'",
-                columns=["kafka", "key", "value", "deadletter", "marker", "_change_type",
-                         "_commit_version", "_commit_timestamp"],
+        columns = ["kafka", "key", "value", "_commit_version", "_commit_timestamp"]
+
+        def shaped(table: pa.Table) -> pa.Table:
+            return pa.table(
+                {
+                    "offset": pc.struct_field(table.column("kafka"), "offset").cast(pa.int64()),
+                    "key": table.column("key").cast(pa.string()),
+                    "value": table.column("value").cast(pa.string()),
+                    "version": table.column("_commit_version").cast(pa.int64()),
+                    "time": _utc(table.column("_commit_timestamp")),
+                }
             )
-            table = pa.RecordBatchReader.from_stream(reader).read_all()
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises several kinds
-            if "does not have change data enabled" in str(exc):
-                raise _MetadataVersion from None
-            raise StagingReadError(
-                f"cannot read the changes of pool {self.pool.name!r} (versions {first}.."
-                f"{last}) from its Delta log: {exc}"
-            ) from None
-        keep = pc.and_(
-            pc.and_(pc.is_null(table.column("marker")), pc.is_null(table.column("deadletter"))),
-            pc.equal(table.column("_change_type").cast(pa.string()), "insert"),
-        )
-        rows = pa.table(
-            {
-                "offset": pc.struct_field(table.column("kafka"), "offset").cast(pa.int64()),
-                "key": table.column("key").cast(pa.string()),
-                "value": table.column("value").cast(pa.string()),
-                "version": table.column("_commit_version").cast(pa.int64()),
-                "time": _utc(table.column("_commit_timestamp")),
-            }
-        )
-        return rows.filter(keep)
+
+        try:
+            where = f"kafka.topic = '{topic}'"
+            return inserted_records(self.pool, first, last, where, columns, shaped)
+        except ChangeFeedError as exc:
+            raise StagingReadError(str(exc)) from None
 
     def _version_rows(self, version: int) -> pa.Table:
         """Records of the topic in the files that ``version`` added."""

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.deliver.errors import DeliveryError
+from engine.lake.change_feed import ChangeFeedError, MetadataVersion, inserted_records
 from engine.lake.pool_record import AVRO_FIELD, AVRO_TYPE
 
 if TYPE_CHECKING:
@@ -40,10 +41,6 @@ if TYPE_CHECKING:
 #: Version ranges whose records a feed keeps (the outputs of one pool usually ask for
 #: the same one; one lagging behind asks for another).
 KEPT = 4
-
-
-class _MetadataVersion(Exception):
-    """The change data feed cannot start at a version holding a metaData action."""
 
 
 class StagingFeed:
@@ -140,7 +137,7 @@ class StagingFeed:
             try:
                 parts.append(self._change_feed(version, last, topics))
                 break
-            except _MetadataVersion:
+            except MetadataVersion:
                 parts.append(self._version_rows(version, topics))
                 version += 1
         if not parts:  # no version: nothing added
@@ -158,47 +155,26 @@ class StagingFeed:
         from engine.lake.delta import arrow_schema  # deferred: deltalake
 
         pool = self.pool
-        try:
-            avro = has_avro(arrow_schema(pool.table))
-            reader = pool.table.load_cdf(
-                starting_version=first,
-                ending_version=last,
-                predicate=self._predicate(topics),
-                columns=[
-                    "kafka",
-                    "key",
-                    "value",
-                    *(["avro"] if avro else []),
-                    "deadletter",
-                    "marker",
-                    "_change_type",
-                    "_commit_version",
-                ],
+        avro = has_avro(arrow_schema(pool.table))
+        columns = ["kafka", "key", "value", *(["avro"] if avro else []), "_commit_version"]
+
+        def shaped(table: pa.Table) -> pa.Table:
+            kafka = table.column("kafka")
+            return pa.table(
+                {
+                    "topic": pc.struct_field(kafka, "topic").cast(pa.string()),
+                    "offset": pc.struct_field(kafka, "offset").cast(pa.int64()),
+                    "key": table.column("key").cast(pa.string()),
+                    "value": table.column("value").cast(pa.string()),
+                    **({"avro": table.column("avro").cast(AVRO_TYPE)} if avro else {}),
+                    "time": table.column("_commit_version").cast(pa.int64()),
+                }
             )
-            table = pa.RecordBatchReader.from_stream(reader).read_all()
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises several kinds
-            if "does not have change data enabled" in str(exc):
-                raise _MetadataVersion from None
-            raise DeliveryError(
-                f"cannot read the changes of pool {pool.name!r} (versions {first}.."
-                f"{last}) from its Delta log: {exc}"
-            ) from None
-        keep = pc.and_(
-            pc.and_(pc.is_null(table.column("marker")), pc.is_null(table.column("deadletter"))),
-            pc.equal(table.column("_change_type").cast(pa.string()), "insert"),
-        )
-        kafka = table.column("kafka")
-        rows = pa.table(
-            {
-                "topic": pc.struct_field(kafka, "topic").cast(pa.string()),
-                "offset": pc.struct_field(kafka, "offset").cast(pa.int64()),
-                "key": table.column("key").cast(pa.string()),
-                "value": table.column("value").cast(pa.string()),
-                **({"avro": table.column("avro").cast(AVRO_TYPE)} if avro else {}),
-                "time": table.column("_commit_version").cast(pa.int64()),
-            }
-        )
-        return rows.filter(keep)
+
+        try:
+            return inserted_records(pool, first, last, self._predicate(topics), columns, shaped)
+        except ChangeFeedError as exc:
+            raise DeliveryError(str(exc)) from None
 
     def rows_schema(self, *, topic: bool = False) -> pa.Schema:
         """The columns of the changes read (with ``topic`` first, when asked): those of
