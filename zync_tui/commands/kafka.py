@@ -26,6 +26,7 @@ from zync_tui.commands import standalone_app
 from zync_tui.connection import Connection, with_connection
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError
+from zync_tui.long_running import OutputFormat
 
 if TYPE_CHECKING:
     from engine.api import BadRecord
@@ -35,10 +36,8 @@ T = TypeVar("T")
 _out = Console(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-class ProduceFormat(enum.StrEnum):
-    avro = "avro"
-    connect_json = "connect-json"
-    json = "json"
+#: What `zync produce` writes: the formats an output is delivered in.
+ProduceFormat = OutputFormat
 
 
 class ConsumeFormat(enum.StrEnum):
