@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     )
     from engine.chart.build import ChartPlan, plan_chart, write_chart
     from engine.chart.values import ChartError
+    from engine.deliver.deliveries import deliver_outputs
     from engine.deliver.delivery_options import DeliveryOptions
-    from engine.deliver.loop import DeliveryOutput, deliver_outputs
+    from engine.deliver.loop import DeliveryOutput
     from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
     from engine.durations import format_seconds, parse_seconds
     from engine.errors import ZyncError, one_line

@@ -28,25 +28,33 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
-from engine.errors import ZyncError
-from engine.jvm import artifacts, class_archive
-from engine.jvm.class_archive import ClassArchiveError, spark_classpath
+from engine.jvm import class_archive
+from engine.jvm.class_archive import ClassArchiveError
 from engine.jvm.java import JVM_OPTS_VAR, extra_options, resolve_java
 from engine.settings.home import zync_home
 from engine.settings.spark import SparkSettings, load_spark_settings
+from engine.spark_jars import (
+    DIST_CLASSPATH_VAR,
+    SessionJars,
+    archive_classpath,
+    driver_classpath,
+    launcher_keeps_dist_classpath,
+)
+from engine.spark_master import (
+    check_master,
+    executors_in_driver,
+    is_local_master,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,10 +77,6 @@ Spark: TypeAlias = "SparkSession"
 
 #: A SparkSession, a factory of one, or None (the process's session, built when needed).
 SparkSource: TypeAlias = "SparkSession | Callable[[], SparkSession] | None"
-
-
-class SparkMasterError(ZyncError):
-    """The Spark master URL is malformed or no master answers at it."""
 
 
 _lock = threading.Lock()
@@ -108,61 +112,6 @@ def _log4j_config() -> str:
     return str(resources.files("engine").joinpath("log4j2.properties"))
 
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-_SPARK_URL = re.compile(r"^spark://(?P<hosts>[^/]+?)/?$")
-
-
-def cluster_hosts(master: str) -> list[tuple[str, int]] | None:
-    """The (host, port) pairs of a ``spark://`` master URL (several for a standby
-    master: ``spark://h1:7077,h2:7077``); None for any other kind of master.
-
-    Raises :class:`SparkMasterError` for a ``spark://`` URL without host or port.
-    """
-    match = _SPARK_URL.match(master.strip())
-    if not match:
-        if master.strip().startswith("spark://"):
-            raise SparkMasterError(f"Spark master {master!r}: expected spark://HOST:PORT")
-        return None
-    hosts = []
-    for part in match.group("hosts").split(","):
-        host, sep, port = part.strip().rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise SparkMasterError(f"Spark master {master!r}: expected spark://HOST:PORT")
-        hosts.append((host, int(port)))
-    return hosts
-
-
-def is_local_master(master: str) -> bool:
-    """True for ``local``/``local[N]``/``local-cluster[...]`` and for ``spark://``
-    masters on the loopback interface: the driver can then bind to 127.0.0.1."""
-    if master.startswith("local"):
-        return True
-    try:
-        hosts = cluster_hosts(master)
-    except SparkMasterError:
-        return False
-    return bool(hosts) and all(host in LOOPBACK_HOSTS for host, _ in hosts or ())
-
-
-def check_master(master: str, timeout: float = 5.0) -> None:
-    """For a ``spark://`` master, check that one of its hosts accepts a connection;
-    raises :class:`SparkMasterError` (one line) when none does. Other masters pass."""
-    hosts = cluster_hosts(master)
-    if not hosts:
-        return
-    reasons = []
-    for host, port in hosts:
-        try:
-            with socket.create_connection((host.strip("[]"), port), timeout=timeout):
-                return
-        except OSError as exc:
-            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
-    raise SparkMasterError(
-        f"cannot reach the Spark master {master} ({'; '.join(reasons)}): start it, or choose "
-        "another with --spark-master, $ZYNC_SPARK_MASTER or spark.json"
-    )
-
-
 def executor_python(settings: SparkSettings) -> str:
     """The Python executors run: ``spark.pyspark.python`` from the settings, else
     ``$PYSPARK_PYTHON``, else this interpreter (the virtualenv zync runs in)."""
@@ -173,36 +122,7 @@ def executor_python(settings: SparkSettings) -> str:
     )
 
 
-def delta_jars() -> list[Path]:
-    """The jars of the ``spark`` artifact set that pyspark does not ship itself (raises
-    :class:`engine.jvm.artifacts.MissingArtifacts` when they are not fetched)."""
-    import pyspark  # deferred: pyspark is heavy and only a session needs it
-
-    shipped = [jar.name for jar in Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar")]
-
-    def ships(artifact: str) -> bool:
-        pattern = re.compile(re.escape(artifact) + r"-\d")
-        return any(pattern.match(name) for name in shipped)
-
-    return [path for path in artifacts.classpath("spark") if not ships(path.parent.parent.name)]
-
-
 _YES = frozenset({"1", "true", "yes", "on"})
-
-
-def s3_jars() -> list[Path]:
-    """The jars of the ``spark-s3`` set (hadoop-aws and the AWS SDK), fetched on first use
-    (it needs Maven Central once; ``zync setup --with s3`` fetches them ahead)."""
-    if artifacts.resolved("spark-s3") is None:
-        artifacts.fetch("spark-s3")
-    return artifacts.classpath("spark-s3")
-
-
-def executors_in_driver(master: str) -> bool:
-    """True for ``local``/``local[N]``/``local[N,F]``/``local[*]``: the executors are
-    threads of the driver's JVM (not ``local-cluster[...]``, whose executors are JVMs of
-    their own)."""
-    return master == "local" or master.startswith("local[")
 
 
 def wants_s3_jars() -> bool:
@@ -211,52 +131,10 @@ def wants_s3_jars() -> bool:
     return _object_storage is not None or os.environ.get("ZYNC_SPARK_S3_JARS", "") in _YES
 
 
-#: Spark's launcher appends this variable's class path to the driver's, last: after
-#: ``spark.driver.extraClassPath``, Spark's conf directory and jars, ``$HADOOP_CONF_DIR``
-#: and ``$YARN_CONF_DIR``.
-DIST_CLASSPATH_VAR = "SPARK_DIST_CLASSPATH"
-
-
-def launcher_keeps_dist_classpath() -> bool:
-    """False when Spark's ``conf/spark-env.sh`` mentions ``$SPARK_DIST_CLASSPATH`` (a
-    "Hadoop free" Spark build sets it there): the launcher's scripts source that file
-    after zync set the variable, so the session hands its jars over ``spark.jars``."""
-    try:
-        script = (spark_classpath()[0] / "spark-env.sh").read_text(errors="replace")
-    except OSError:
-        return True
-    return DIST_CLASSPATH_VAR not in script
-
-
-def driver_classpath(with_s3: bool) -> list[Path]:
-    """The session's own jars, in the order the driver JVM's class path ends with them:
-    Delta's, then the s3a set's when asked."""
-    return [*delta_jars(), *(s3_jars() if with_s3 else [])]
-
-
-@dataclass(frozen=True)
-class SessionJars:
-    """The session's own jars (:func:`driver_classpath`) and how they reach the driver:
-    appended to its JVM's class path through ``$SPARK_DIST_CLASSPATH``
-    (``on_class_path``), else only over ``spark.jars``. Decided once per session start
-    (:func:`session_jars`), for its configuration and its launch alike."""
-
-    with_s3: bool
-    jars: tuple[Path, ...]
-    on_class_path: bool
-
-
 def session_jars() -> SessionJars:
     """Where this process's session gets its jars from, as things stand now."""
     with_s3 = wants_s3_jars()
     return SessionJars(with_s3, tuple(driver_classpath(with_s3)), launcher_keeps_dist_classpath())
-
-
-def archive_classpath() -> list[Path]:
-    """The class path the driver's archive is made on and valid for: Spark's own, then
-    Delta's jars. A JVM may append to an archive's class path, so a session with the s3a
-    jars after those maps the same archive (their classes are loaded, not mapped)."""
-    return [*spark_classpath(), *delta_jars()]
 
 
 def _builder_conf(settings: SparkSettings, jars: SessionJars | None = None) -> dict[str, str]:

@@ -85,7 +85,8 @@ class ToKafkaService(Service["tuple[DeliveryStatus, ...]"]):
 
     def _run(self, stop: threading.Event) -> None:
         # deferred: the delivery loop loads the codecs, confluent_kafka and deltalake
-        from engine.deliver.loop import deliveries_of, heartbeat_of, run_deliveries
+        from engine.deliver.deliveries import deliveries_of, run_deliveries
+        from engine.deliver.loop import heartbeat_of
 
         self._deliveries = deliveries_of(self.lake, self.outputs, self.options, self.envelope)
         for delivery in self._deliveries:

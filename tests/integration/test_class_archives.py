@@ -59,7 +59,7 @@ def test_the_sessions_jars_end_the_drivers_class_path_and_are_not_copied(spark) 
     (whose classes keep precedence); none copied into the session's scratch directory."""
     from pyspark import SparkFiles
 
-    from engine.spark import driver_classpath
+    from engine.spark_jars import driver_classpath
 
     jvm = spark._jvm
     classpath = jvm.java.lang.System.getProperty("java.class.path").split(os.pathsep)

@@ -82,8 +82,9 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
     lake, broker, monkeypatch
 ) -> None:
     from engine.deliver import feed as feed_module
+    from engine.deliver.deliveries import deliver_outputs, deliveries_of, run_deliveries
     from engine.deliver.delivery_options import DeliveryOptions
-    from engine.deliver.loop import DeliveryOutput, deliver_outputs, deliveries_of, run_deliveries
+    from engine.deliver.loop import DeliveryOutput
 
     reads: list[tuple[int, int]] = []
     changes = feed_module.StagingFeed._changes

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine import spark as sessions
+from engine import spark_jars
 from engine.jvm import class_archive
 from engine.settings.spark import SparkSettings
 
@@ -48,7 +49,7 @@ def test_executors_elsewhere_fetch_the_jars_from_the_driver(
     master: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conf = sessions._builder_conf(SparkSettings(master=master))
-    assert conf["spark.jars"].split(",") == [str(jar) for jar in sessions.delta_jars()]
+    assert conf["spark.jars"].split(",") == [str(jar) for jar in spark_jars.delta_jars()]
     monkeypatch.setenv("ZYNC_SPARK_S3_JARS", "true")
     conf = sessions._builder_conf(SparkSettings(master=master))
     assert conf["spark.jars"].split(",") == [str(j) for j in sessions.driver_classpath(True)]
@@ -60,7 +61,7 @@ def test_the_driver_maps_the_archive_of_spark_and_delta_with_or_without_s3(
 ) -> None:
     assert _archived(sessions._builder_conf(SparkSettings(master="local[2]"))) == []
     path = _make_archive()
-    assert sessions.archive_classpath()[-len(sessions.delta_jars()):] == sessions.delta_jars()
+    assert sessions.archive_classpath()[-len(spark_jars.delta_jars()):] == spark_jars.delta_jars()
     for s3 in ("false", "true"):  # the s3a jars come after the archive's class path
         monkeypatch.setenv("ZYNC_SPARK_S3_JARS", s3)
         conf = sessions._builder_conf(SparkSettings(master="local[2]"))
@@ -109,5 +110,5 @@ def test_a_spark_env_script_that_sets_the_variable_gets_the_jars_handed_over(
     (conf_dir / "spark-env.sh").write_text("export SPARK_DIST_CLASSPATH=$(hadoop classpath)\n")
     assert not sessions.launcher_keeps_dist_classpath()
     conf = sessions._builder_conf(SparkSettings(master="local[2]"))
-    assert conf["spark.jars"].split(",") == [str(jar) for jar in sessions.delta_jars()]
+    assert conf["spark.jars"].split(",") == [str(jar) for jar in spark_jars.delta_jars()]
     assert _archived(conf) == []

@@ -1,0 +1,106 @@
+"""Several outputs delivered at once: one :class:`~engine.deliver.loop.Delivery` per
+output, each in its own thread, the outputs of one staging pool sharing one
+:class:`~engine.deliver.feed.StagingFeed`; started one at a time so that two processes
+delivering the same outputs never split them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from engine.deliver.delivery_options import DeliveryOptions
+from engine.deliver.feed import StagingFeed
+from engine.deliver.loop import Delivery, DeliveryOutput
+from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
+from engine.kafka.envelope_names import DEFAULT
+
+if TYPE_CHECKING:
+    from engine.lake.pools import Lake
+
+
+def deliveries_of(
+    lake: Lake,
+    outputs: Sequence[DeliveryOutput],
+    options: DeliveryOptions,
+    envelope: str | None = None,
+) -> list[Delivery]:
+    """One :class:`Delivery` per output, in the output's envelope unless ``envelope`` is
+    given (then every output's); the outputs of one staging pool share one
+    :class:`~engine.deliver.feed.StagingFeed`."""
+    staged: dict[str, set[str]] = {}
+    for o in outputs:
+        staged.setdefault(o.pool, set()).add(o.staged or o.topic)
+    feeds = {name: StagingFeed(topics, lake=lake, name=name) for name, topics in staged.items()}
+    return [
+        Delivery(
+            lake,
+            o.pool,
+            o.topic,
+            options,
+            envelope=envelope or o.envelope or DEFAULT,
+            staged=o.staged,
+            feed=feeds[o.pool],
+        )
+        for o in outputs
+    ]
+
+
+def deliver_outputs(
+    lake: Lake,
+    outputs: Sequence[DeliveryOutput],
+    options: DeliveryOptions,
+    *,
+    stop: threading.Event | None = None,
+    on_event: Callable[[DeliveryEvent], None] | None = None,
+    continuous: bool = False,
+    envelope: str | None = None,
+) -> list[DeliveryStatus]:
+    """Run one :class:`Delivery` per output, each in its own thread, until all return
+    (or ``stop``); raises the first failure after stopping the others."""
+    stop = stop or threading.Event()
+    deliveries = deliveries_of(lake, outputs, options, envelope)
+    run_deliveries(deliveries, stop, on_event, continuous=continuous)
+    return [d.status() for d in deliveries]
+
+
+def run_deliveries(
+    deliveries: Sequence[Delivery],
+    stop: threading.Event,
+    on_event: Callable[[DeliveryEvent], None] | None = None,
+    *,
+    continuous: bool = False,
+) -> None:
+    """Run each delivery in its own thread until all return (or ``stop``); the first
+    failure stops the others and is raised.
+
+    They start one at a time, by topic name, each once the previous one holds its
+    topic's lock: two processes delivering the same outputs then never split them
+    (each refused one topic and stopping), the second is refused its first topic."""
+    errors: list[BaseException] = []
+
+    def work(delivery: Delivery) -> None:
+        try:
+            delivery.run(stop, on_event, continuous=continuous)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            stop.set()
+            for other in deliveries:
+                other.wake()
+
+    threads = []
+    for delivery in sorted(deliveries, key=lambda d: d.topic):
+        if stop.is_set():
+            break
+        thread = threading.Thread(
+            target=work, args=(delivery,), name=f"zync-to-kafka-{delivery.topic}", daemon=True
+        )
+        thread.start()
+        threads.append(thread)
+        while not delivery.claimed.wait(0.2) and thread.is_alive():
+            pass
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    if errors:
+        raise errors[0]
