@@ -86,9 +86,12 @@ def _configuration(tmp_path: Path) -> Path:
     return path
 
 
-def _outputs(broker: Any, registry: Any, expect: int, timeout: float) -> dict[str, list[tuple[Any, Any]]]:
+def _outputs(
+    broker: Any, registry: Any, expect: int, timeout: float, run: subprocess.Popen[bytes]
+) -> dict[str, list[tuple[Any, Any]]]:
     """Every output topic's records (read_committed, in offset order), decoded with
-    confluent-kafka's AvroDeserializer, once ``expect`` records are there."""
+    confluent-kafka's AvroDeserializer, once ``expect`` records are there (or ``run``
+    ended, or ``timeout`` passed)."""
     client = SchemaRegistryClient({"url": registry.url})
     decode = AvroDeserializer(client)
     consumer = Consumer({
@@ -102,7 +105,7 @@ def _outputs(broker: Any, registry: Any, expect: int, timeout: float) -> dict[st
     deadline = time.monotonic() + timeout
     seen = 0
     try:
-        while seen < expect and time.monotonic() < deadline:
+        while seen < expect and time.monotonic() < deadline and run.poll() is None:
             for m in consumer.consume(5000, timeout=0.5):
                 if m.error() is not None:
                     continue
@@ -120,12 +123,19 @@ def _outputs(broker: Any, registry: Any, expect: int, timeout: float) -> dict[st
     return got
 
 
-def _start(config: Path, lake: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "zync_tui.cli", "run", str(config), "--lake", str(lake),
-         "--no-api"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+def _start(config: Path, lake: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`zync run`, its output appended to ``log``: a file, never a pipe nobody reads
+    while it runs (a full pipe would stop the run at its next line)."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "zync_tui.cli", "run", str(config), "--lake", str(lake),
+             "--no-api"],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def _tail(log: Path, lines: int = 40) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def test_a_whole_database_through_one_pipeline_exactly_once(
@@ -138,21 +148,22 @@ def test_a_whole_database_through_one_pipeline_exactly_once(
     lake = tmp_path / "lake"
     lake.mkdir()
     env = dict(os.environ)
-    run = _start(config, lake, env)
+    log = tmp_path / "run.log"
+    run = _start(config, lake, env, log)
     try:
         # killed mid-way: once some outputs are staged, at a random moment after
         staging = lake / "Staging" / "_delta_log"
         deadline = time.monotonic() + 240
         while not (staging.exists() and len(list(staging.glob("*.json"))) > 2):
-            assert run.poll() is None, run.stderr.read().decode() if run.stderr else ""
+            assert run.poll() is None, _tail(log)
             assert time.monotonic() < deadline, "no ETL commit within 240 s"
             time.sleep(0.2)
         time.sleep(random.Random(41).uniform(0.0, 2.0))
         os.kill(run.pid, signal.SIGKILL)
         run.wait(30)
         _produce(broker, registry, range(FIRST, EVENTS))
-        run = _start(config, lake, env)
-        got = _outputs(broker, registry, expect=2 * TABLES * EVENTS, timeout=300)
+        run = _start(config, lake, env, log)
+        got = _outputs(broker, registry, expect=2 * TABLES * EVENTS, timeout=300, run=run)
     finally:
         if run.poll() is None:
             run.send_signal(signal.SIGTERM)
@@ -166,7 +177,7 @@ def test_a_whole_database_through_one_pipeline_exactly_once(
             for n in range(EVENTS):
                 key, value = wide.change(t, n, columns=COLUMNS)
                 expected.append((key, value["after"]))
-            assert got[f"clean.{topic}"] == expected, topic
+            assert got[f"clean.{topic}"] == expected, f"{topic}; zync run's output:\n{_tail(log)}"
     for pool in ("RawAvro", "RawJson"):
         table = Lake(lake).open_pool(pool).dataset().to_table(columns=["kafka", "marker"])
         coordinates = [(k["topic"], k["offset"]) for k, m in zip(
