@@ -178,6 +178,12 @@ def test_a_whole_database_through_one_pipeline_exactly_once(
                 key, value = wide.change(t, n, columns=COLUMNS)
                 expected.append((key, value["after"]))
             assert got[f"clean.{topic}"] == expected, f"{topic}; zync run's output:\n{_tail(log)}"
+    # 400 outputs' routine lines folded: a summary every few seconds, not a wall of lines
+    said = log.read_text(errors="replace").splitlines()
+    routine = ("caught up after", "delivered pool offsets", "delivering from", "topic created")
+    assert not [line for line in said if any(r in line for r in routine)], _tail(log)
+    assert any(" record(s) delivered to " in line for line in said), _tail(log)
+    assert len(said) < 2 * TABLES, _tail(log)
     for pool in ("RawAvro", "RawJson"):
         table = Lake(lake).open_pool(pool).dataset().to_table(columns=["kafka", "marker"])
         coordinates = [(k["topic"], k["offset"]) for k, m in zip(

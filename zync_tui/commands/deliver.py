@@ -186,13 +186,22 @@ def _serve_continuous(
 
         name = load_config(config).name
     lines = Lines(log_format, name)
+    lines.fold("to-kafka", len(outputs))
+    folded = lines.folds("to-kafka")
     service = ToKafkaService(
-        outputs, lake, options, envelope=envelope, on_event=lines.event if lines.json else _said
+        outputs,
+        lake,
+        options,
+        envelope=envelope,
+        on_event=lines.event if lines.json or folded else _said,
     )
     process = ServedProcess(name, "to-kafka", loops=lambda: {"to-kafka": service})
     stop = threading.Event()
     with lines.engine_log(), serving(process, api, lines), stop_on_signals(stop, "the transaction"):
-        service.run(stop)
+        try:
+            service.run(stop)
+        finally:
+            lines.unfold()
     for status in service.status().detail or ():
         delivered = "-" if status.delivered_offset is None else status.delivered_offset
         lines.note(

@@ -143,7 +143,14 @@ def run(
     """
     # engine.api loads pyarrow, delta-rs and Kafka: imported when a command runs, so
     # `zync --help` stays fast (likewise in every command module)
-    from engine.api import FAILED, IngestOptions, Observer, Pipeline, ServedProcess
+    from engine.api import (
+        FAILED,
+        IngestOptions,
+        Observer,
+        Pipeline,
+        ServedProcess,
+        ToKafkaService,
+    )
 
     if not config.is_file():
         raise UserError(f"{config}: no such ETL configuration file")
@@ -179,6 +186,9 @@ def run(
         on_event=lines.event,
     )
     lines.pipeline = pipeline.config.name
+    delivery = pipeline.services.get("to-kafka")
+    if isinstance(delivery, ToKafkaService):  # a whole database: its routine lines folded
+        lines.fold("to-kafka", len(delivery.outputs))
     for note in pipeline.prepare():
         lines.note(note)
     names = list(pipeline.services) if not only else [n for n in pipeline.services if Loop(n) in only]
@@ -215,6 +225,7 @@ def run(
         finally:
             pipeline.stop()
             observer.close()
+            lines.unfold()
     failed = pipeline.failed()
     if failed:
         name, error = next(iter(failed.items()))

@@ -26,6 +26,7 @@ import typer
 
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError
+from zync_tui.event_fold import FOLD_OUTPUTS, EventFold
 
 if TYPE_CHECKING:
     from engine.api import ApiServer, ServedProcess, ServiceEvent
@@ -148,8 +149,32 @@ class Lines:
         self.notes = notes
         self._lock = threading.Lock()
         self._handler: logging.Handler | None = None
+        self._folds: dict[str, EventFold] = {}
+
+    def fold(self, service: str, outputs: int) -> None:
+        """Text lines of ``service`` with more than FOLD_OUTPUTS ``outputs``: its routine
+        per-output events folded into one line every few seconds
+        (:mod:`zync_tui.event_fold`); until :meth:`unfold`."""
+        if self.json or outputs <= FOLD_OUTPUTS or service in self._folds:
+            return
+        from zync_tui.long_running import status_line
+
+        self._folds[service] = EventFold(lambda text: status_line(f"{service:<10} {text}"))
+
+    def folds(self, service: str) -> bool:
+        """Whether ``service``'s routine lines are folded."""
+        return service in self._folds
+
+    def unfold(self) -> None:
+        """Print what the folds hold, and stop folding."""
+        folds, self._folds = self._folds, {}
+        for fold in folds.values():
+            fold.close()
 
     def event(self, event: "ServiceEvent") -> None:
+        fold = self._folds.get(event.service)
+        if fold is not None and fold.take(event.kind, dict(event.fields)):
+            return
         if self.json:
             from engine.api import event_entry, json_line
 
