@@ -169,7 +169,7 @@ class Pool:
         self.location = location if isinstance(location, Location) else parse_location(location)
         self.table = table
         self.guard = guard or CommitGuard(self.location)
-        self.type_files = TypeFiles(self.location)
+        self.type_files = TypeFiles.of(self.location)
         self.meta = pool_types.pool_meta(self.location, table, self.type_files)
         self._txns = TxnVersions()
 
