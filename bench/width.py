@@ -171,7 +171,7 @@ def first_output(stack: Stack, config: Path, work: Path, outputs: list[str], exp
     argv = [str(Path(sys.executable).with_name("zync")), "run", str(config), "--lake", str(work / "run-lake")]
     err = (work / "run.err").open("wb")
     started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=ROOT, env=stack.env(), stdout=subprocess.DEVNULL, stderr=err)
+    proc = subprocess.Popen(argv, cwd=ROOT, env=stack.env(), stdout=err, stderr=err)
     first = None
     seen = 0
     try:
@@ -253,7 +253,7 @@ def deliver_latency(stack: Stack, args: argparse.Namespace, work: Path) -> None:
     ]
     err = (work / "deliver.err").open("wb")
     started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=ROOT, env=stack.env(), stdout=subprocess.DEVNULL, stderr=err)
+    proc = subprocess.Popen(argv, cwd=ROOT, env=stack.env(), stdout=err, stderr=err)
     consumer = Consumer(
         {
             "bootstrap.servers": stack.bootstrap,

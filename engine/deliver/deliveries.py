@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from engine.deliver.delivery_options import DeliveryOptions
+from engine.deliver.errors import DeliveryError
 from engine.deliver.feed import StagingFeed
 from engine.deliver.loop import Delivery, DeliveryOutput
 from engine.deliver.status_board import DeliveryEvent, DeliveryStatus
@@ -17,6 +18,17 @@ from engine.kafka.envelope_names import DEFAULT
 
 if TYPE_CHECKING:
     from engine.lake.pools import Lake
+
+
+#: Deliveries of one process that start at once (reach Kafka, read their position back).
+#: Each holds a producer for good and, while it starts, a few more Kafka clients; every
+#: client takes one of the process's 1,024 thread-local keys (librdkafka's Python
+#: binding), so 400 outputs starting together ran out of them.
+STARTING_AT_ONCE = 16
+#: Outputs one process delivers at most: each holds a producer, and a process has room
+#: for about 1,000 Kafka clients (those thread-local keys); the rest is kept for the
+#: clients the deliveries open while they start and recover.
+MOST_OUTPUTS = 900
 
 
 def deliveries_of(
@@ -28,6 +40,13 @@ def deliveries_of(
     """One :class:`Delivery` per output, in the output's envelope unless ``envelope`` is
     given (then every output's); the outputs of one staging pool share one
     :class:`~engine.deliver.feed.StagingFeed`."""
+    if len(outputs) > MOST_OUTPUTS:
+        raise DeliveryError(
+            f"{len(outputs)} outputs in one process: one process delivers at most "
+            f"{MOST_OUTPUTS} (each holds a Kafka producer, and librdkafka's Python binding "
+            "has room for about 1,000 clients per process); spread them over several "
+            "processes with `zync run --output TOPIC` (repeatable) or `zync to-kafka`"
+        )
     staged: dict[str, set[str]] = {}
     for o in outputs:
         staged.setdefault(o.pool, set()).add(o.staged or o.topic)
@@ -88,6 +107,10 @@ def run_deliveries(
             for other in deliveries:
                 other.wake()
 
+    prepare_topics(deliveries)
+    gate = threading.BoundedSemaphore(STARTING_AT_ONCE)
+    for delivery in deliveries:
+        delivery.start_gate = gate
     threads = []
     for delivery in sorted(deliveries, key=lambda d: d.topic):
         if stop.is_set():
@@ -104,3 +127,38 @@ def run_deliveries(
             thread.join(0.2)
     if errors:
         raise errors[0]
+
+
+def prepare_topics(deliveries: Sequence[Delivery]) -> None:
+    """Every delivery's topic, and the claims topic, made ready in one request per Kafka
+    cluster before the deliveries start (each then takes its result, :attr:`Delivery.
+    prepared`): one by one, 400 outputs took a minute to start. When Kafka cannot be
+    reached or refuses, nothing is prepared: each delivery does it itself, and waits or
+    says why as it always did."""
+    # deferred: confluent_kafka
+    from confluent_kafka import KafkaException
+
+    from engine.deliver.claims import CLAIMS_CONFIG, CLAIMS_TOPIC
+    from engine.errors import ZyncError
+    from engine.kafka.clients import TopicSpec, ensure_topics
+
+    clusters: list[list[Delivery]] = []
+    for delivery in deliveries:
+        same = next((c for c in clusters if c[0].kafka == delivery.kafka), None)
+        if same is None:
+            clusters.append([delivery])
+        else:
+            same.append(delivery)
+    for cluster in clusters:
+        if len(cluster) < 2:
+            continue  # one delivery: its own look is as quick
+        wanted = {
+            d.topic: TopicSpec(d.partitions_wanted, d.replication) for d in cluster
+        }
+        wanted[CLAIMS_TOPIC] = TopicSpec(1, -1, CLAIMS_CONFIG)
+        try:
+            ready = ensure_topics(cluster[0].kafka, wanted, timeout=5.0)
+        except (ZyncError, KafkaException):
+            continue
+        for d in cluster:
+            d.prepared = ready[d.topic]

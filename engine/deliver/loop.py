@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -113,6 +114,12 @@ class Delivery:
         )
         #: set once the run holds the topic's lock, or has ended
         self.claimed = threading.Event()
+        #: the topic's partitions and whether it was created, when they were made
+        #: ready with other outputs' (and the claims topic with them); taken by a run
+        self.prepared: tuple[list[int], bool] | None = None
+        #: shared by the deliveries of one process, when given: bounds how many start
+        #: (reach Kafka, read their position back) at once
+        self.start_gate: threading.Semaphore | None = None
         self._woken = threading.Event()
         # the state of a run
         self._out: Transactions | None = None
@@ -177,9 +184,12 @@ class Delivery:
         pool = self._open_pool(stop, continuous)
         if pool is None:
             return
-        partitions = self._open_kafka(stop)
-        envelope = self._compose(pool, partitions)
-        self._recover(envelope)
+        with start_turn(self.start_gate, self._board, stop) as turn:
+            if not turn:
+                return
+            partitions = self._open_kafka(stop)
+            envelope = self._compose(pool, partitions)
+            self._recover(envelope)
         feed = envelope.parts.reader.feed
         board = self._board
         woken = False
@@ -218,14 +228,7 @@ class Delivery:
     def _open_kafka(self, stop: threading.Event) -> list[int]:
         """The topic's partitions (the topic created if missing), with the transactional
         producer started (``stop`` ends its waits for an unreachable broker)."""
-        # deferred: confluent_kafka
-        from engine.deliver.claims import ensure_claims_topic
-        from engine.kafka.clients import ensure_topic
-
-        partitions, created = ensure_topic(
-            self.kafka, self.topic, partitions=self.partitions_wanted, replication=self.replication
-        )
-        ensure_claims_topic(self.kafka)
+        partitions, created = _topic_ready(self)
         self._board.set(partitions=len(partitions))
         self._out = Transactions(self.kafka, self.topic, self._board, stop)
         self._out.start()
@@ -353,6 +356,47 @@ def _caught_up(board: StatusBoard, topic: str, version: int) -> None:
             f"version {version})",
             version=version,
         )
+
+
+def _topic_ready(delivery: Delivery) -> tuple[list[int], bool]:
+    """The delivery's topic's partitions and whether it was created: as it was made
+    ready with the other outputs' (:func:`~engine.deliver.deliveries.prepare_topics`),
+    else created here when missing, and the claims topic with it."""
+    # deferred: confluent_kafka
+    from engine.deliver.claims import ensure_claims_topic
+    from engine.kafka.clients import ensure_topic
+
+    prepared, delivery.prepared = delivery.prepared, None
+    if prepared is not None:
+        return prepared
+    ready = ensure_topic(
+        delivery.kafka,
+        delivery.topic,
+        partitions=delivery.partitions_wanted,
+        replication=delivery.replication,
+    )
+    ensure_claims_topic(delivery.kafka)
+    return ready
+
+
+@contextmanager
+def start_turn(
+    gate: threading.Semaphore | None, board: StatusBoard, stop: threading.Event
+) -> Iterator[bool]:
+    """A delivery's turn to start, among many outputs that take turns (``gate``; None:
+    always its turn): False when ``stop`` came first."""
+    if gate is None:
+        yield True
+        return
+    with board.heartbeat.waiting("waiting for the other outputs to start"):
+        while not gate.acquire(timeout=0.2):
+            if stop.is_set():
+                yield False
+                return
+    try:
+        yield True
+    finally:
+        gate.release()
 
 
 def heartbeat_of(delivery: Delivery) -> Heartbeat:

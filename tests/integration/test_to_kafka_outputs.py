@@ -95,6 +95,17 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
 
     monkeypatch.setattr(feed_module.StagingFeed, "_changes", counted)
 
+    from engine.kafka import clients
+
+    looked: list[str] = []  # each delivery's own look for its topic (not prepared)
+    ensure_topic = clients.ensure_topic
+
+    def one_topic(profile: Any, topic: str, **kwargs: Any) -> Any:
+        looked.append(topic)
+        return ensure_topic(profile, topic, **kwargs)
+
+    monkeypatch.setattr(clients, "ensure_topic", one_topic)
+
     kafka, _ = profiles(broker)
     prefix = unique("wide")
     topics = [f"{prefix}.t{i:02d}" for i in range(OUTPUTS)]
@@ -119,6 +130,9 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
     try:
         _wait(lambda: all(d.status().state == "idle" for d in deliveries), 120, "every output idle")
         assert reads == []  # the first records came from the snapshot
+        # the 50 topics and the claims topic were made ready in one request, not each
+        assert looked == []
+        assert all(d.prepared is None for d in deliveries)  # each took its own
         version = stage_all(pool, counts, 3)
         _wait(
             lambda: all(d.status().delivered_offset == 4 for d in deliveries),
@@ -148,3 +162,23 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def test_ensure_topics_creates_the_missing_ones_in_one_request(broker) -> None:
+    from engine.kafka.clients import TopicSpec, ensure_topic, ensure_topics
+
+    kafka, _ = profiles(broker)
+    prefix = unique("ensure")
+    ensure_topic(kafka, f"{prefix}.old", partitions=2)
+    wanted = {
+        f"{prefix}.old": TopicSpec(partitions=5),  # there already: left as it is
+        f"{prefix}.one": TopicSpec(),
+        f"{prefix}.three": TopicSpec(partitions=3, config={"cleanup.policy": "compact"}),
+    }
+    ready = ensure_topics(kafka, wanted)
+    assert ready == {
+        f"{prefix}.old": ([0, 1], False),
+        f"{prefix}.one": ([0], True),
+        f"{prefix}.three": ([0, 1, 2], True),
+    }
+    assert ensure_topics(kafka, wanted)[f"{prefix}.three"] == ([0, 1, 2], False)
