@@ -116,7 +116,8 @@ def evaluate_rows(
     dead = rows.filter(pc.fill_null(rows.column("__dead"), False))
     for pool, record in _records(dead, None):
         made.fate(pool, record, DEAD)
-    readers = _readers(config, compiled)
+    present = set(pc.unique(pc.struct_field(candidates.column("kafka"), "topic")).to_pylist())
+    readers = _readers(config, compiled, present)
     assigned: dict[int, list[tuple[str, Record]]] = {}
     for pool, record in _records(candidates, readers):
         topic = record[1][0]
@@ -139,15 +140,20 @@ def evaluate_rows(
     return made.result()
 
 
-def _readers(config: EtlConfig, compiled: Compiled) -> dict[str, RowRule]:
+def _readers(config: EtlConfig, compiled: Compiled, present: set[str]) -> dict[str, RowRule]:
     """Per input topic, a compiled rule reading it (whose types parse its records);
-    topics whose values are not typed yet have none (no rule takes their records)."""
+    topics whose values are not typed yet have none (no rule takes their records).
+    Raises ``Unsupported`` when a topic of ``present`` (those with candidates) has rules
+    but none evaluated row by row; a topic with no candidate needs none (the first pass
+    of a whole database, most of whose tables have sent nothing yet)."""
     readers: dict[str, RowRule] = {}
     for item in compiled:
         if isinstance(item, RowRule):
             for topic in item.rule.topics:
                 readers.setdefault(topic, item)
     for topic in config.input_topics:
+        if topic not in present:
+            continue
         rules = [item for item in compiled if topic in item.rule.topics]
         if rules and topic not in readers:
             raise Unsupported(f"no rule over {topic} is evaluated row by row")

@@ -156,3 +156,46 @@ def test_another_writer_in_between_drops_the_window(spark, tmp_path: Path, refer
     rows, txns = _staging(lake)
     same_rows(rows, reference["staging"][0])
     assert txns == reference["staging"][1]
+
+
+def test_tables_that_sent_nothing_yet_keep_a_pass_row_by_row(spark, tmp_path: Path) -> None:
+    """A whole database's first passes: most tables have sent nothing yet (no types, no
+    records). A pass over the few that did is evaluated row by row all the same, and
+    commits what Spark commits; so is the next, once every table has sent."""
+    import yaml
+
+    from engine.etl import evaluate_rows
+    from tests.fixtures import wide
+
+    config_path = tmp_path / "width.yaml"
+    config_path.write_text(yaml.safe_dump(wide.pass_through_config(6, name="width")))
+
+    def changes(tables: range, n: int) -> list[dict[str, Any]]:
+        events = []
+        for t in tables:
+            key, value = wide.change(t, n, columns=8)
+            events.append({"topic": wide.topic(t), "key": key, "value": value})
+        return events
+
+    def run(name: str) -> tuple[list[str | None], list[dict[str, Any]]]:
+        lake = Lake(tmp_path / name)
+        raw, _ = make_pools(lake)
+        runner = EtlRunner(load_config(config_path), lake, spark)
+        by = []
+        for tables, n in ((range(2), 0), (range(2), 1), (range(6), 2)):
+            append_events(raw, changes(tables, n))
+            result = runner.run_pass()
+            assert result.committed
+            by.append(result.timings.evaluated_by)
+        return by, _staging(lake)[0]
+
+    rows_by, rows = run("rows")
+    assert rows_by[1:] == ["rows", "rows"]  # 4 of 6 tables untyped: still row by row
+    original = evaluate_rows.ROWWISE_ROWS
+    evaluate_rows.ROWWISE_ROWS = 0
+    try:
+        spark_by, reference = run("spark")
+    finally:
+        evaluate_rows.ROWWISE_ROWS = original
+    assert "rows" not in spark_by
+    same_rows(rows, reference)
