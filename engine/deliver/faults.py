@@ -51,6 +51,8 @@ log = logging.getLogger("engine.to_kafka")
 
 #: Seconds a resumable call waits before the broker is asked whether it is there.
 STEP = 5.0
+#: Seconds before a call the broker answered with a retriable "not yet" is made again.
+NOT_YET_PAUSE = 0.2
 #: Seconds a metadata request may wait for the broker before it counts as unreachable.
 PROBE_TIMEOUT = 5.0
 #: Seconds between two attempts to read the positions back while Kafka is out.
@@ -117,8 +119,10 @@ class Faults:
 
     def wait(self, producer: Producer, call: Callable[[float], object], what: str) -> None:
         """Make ``call(timeout)`` (``init_transactions``, ``commit_transaction``,
-        ``abort_transaction``) until it completes, resuming it after each timeout; the
-        outage, if any, ends with it. Other errors are raised (``KafkaException``)."""
+        ``abort_transaction``) until it completes, resuming it after each timeout and
+        making it again after a retriable answer (librdkafka's contract for these
+        calls); the outage, if any, ends with it. Other errors are raised
+        (``KafkaException``)."""
         from confluent_kafka import KafkaError, KafkaException  # deferred: librdkafka
 
         started = time.monotonic()
@@ -127,12 +131,15 @@ class Faults:
                 call(STEP)
             except KafkaException as exc:
                 error = exc.args[0]
-                if not (
-                    error.code() == KafkaError._TIMED_OUT
-                    and error.retriable()
-                    and not error.txn_requires_abort()
-                ):
+                if not error.retriable() or error.txn_requires_abort() or error.fatal():
                     raise
+                if error.code() != KafkaError._TIMED_OUT:
+                    # the broker answered "not yet" (a transaction coordinator still
+                    # loading its partitions, as a broker just started does): ask again
+                    if self.stop.wait(NOT_YET_PAUSE):
+                        raise StoppedWaiting(what) from None
+                    self.board.heartbeat.beat()
+                    continue
                 self.check(producer, what, started)
                 continue
             self.outage.end()

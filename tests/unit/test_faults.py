@@ -307,3 +307,32 @@ def test_a_wedged_transaction_makes_the_producer_again() -> None:
     assert renewed == [RENEW]
     assert events[-1].kind == "retrying"
     assert "(committing the position); starting the producer again" in events[-1].message
+
+
+def test_a_retriable_answer_is_asked_again_and_a_fatal_one_raised() -> None:
+    """A broker just started answers init_transactions "coordinator load in progress"
+    (retriable) for a moment: the call is made again, and no outage is reported."""
+    handler, events = faults()
+    calls: list[float] = []
+
+    def init(timeout: float) -> None:
+        calls.append(timeout)
+        if len(calls) <= 2:
+            raise KafkaException(
+                KafkaError(
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    "Failed to initialize Producer ID: Broker: Coordinator load in progress",
+                    retriable=True,
+                )
+            )
+
+    handler.wait(FakeProducer(0, answers=True), init, "starting the producer")  # type: ignore[arg-type]
+    assert len(calls) == 3
+    assert events == []
+    refused = KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "denied", fatal=True)
+
+    def denied(timeout: float) -> None:
+        raise KafkaException(refused)
+
+    with pytest.raises(KafkaException):
+        handler.wait(FakeProducer(0, answers=True), denied, "starting the producer")  # type: ignore[arg-type]

@@ -38,3 +38,11 @@ def test_the_lines_show_twenty_of_each_and_count_the_rest() -> None:
     assert "  … and 180 more cursor(s) (--json lists them all)" in lines
     assert len(lines) < 70
     assert len(_wide(3).summary().splitlines()) == 1 + 3 + 3 + 3 + 1
+
+
+def test_a_slow_pass_says_its_longest_phases() -> None:
+    slow = _wide(200)
+    slow.seconds = 12.11
+    slow.timings.seconds.update({"check": 9.06, "evaluate": 1.52, "commit": 0.4})
+    assert slow.summary("line").endswith("staging v4 (12.11s; check 9.1s, evaluate 1.5s)")
+    assert _wide(200).summary("line").endswith("(0.25s)")  # a quick one: just its time
