@@ -27,7 +27,7 @@ from engine.api import (
     TopicsReport,
 )
 from tests.fixtures import wide
-from zync_tui.console.backend import LogEntry, LoopView
+from zync_tui.console.views import LogEntry, LoopView
 
 T0 = 1_763_780_400.0  # 2025-11-22 03:00:00 UTC
 

@@ -12,7 +12,7 @@ import pytest
 from tests.console.conftest import fake_app, fresh, polled, until
 from tests.console.fakes import FakeBackend
 from tests.console.test_console import SIZE, cells, text_of
-from zync_tui.console.backend import LoopView
+from zync_tui.console.views import LoopView
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from engine.api import Commit, PassResult, ServiceStatus
-from zync_tui.console.backend import LogBook, loop_view, pass_outcome
+from zync_tui.console.views import LogBook, loop_view, pass_outcome
 
 
 def test_loop_view_from_a_service_status() -> None:

@@ -28,7 +28,7 @@ from textual.worker import Worker, WorkerState
 from engine.api import one_line
 from zync_tui.console import keys
 from zync_tui.console import messages as m
-from zync_tui.console.backend import Backend, EngineBackend, EngineSettings, LogEntry
+from zync_tui.console.backend import EngineBackend, EngineSettings
 from zync_tui.console.control import Control
 from zync_tui.console.heap import Heap
 from zync_tui.console.hosted import EngineProcess
@@ -39,6 +39,7 @@ from zync_tui.console.remote import ApiBackend
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
+from zync_tui.console.views import Backend, LogEntry
 from zync_tui.console.widgets.delta_tables import TablesSection
 from zync_tui.console.widgets.etl import EtlPanel
 from zync_tui.console.widgets.footer import KeysFooter

@@ -22,7 +22,7 @@ from textual.widget import Widget
 
 from engine.api import one_line
 from zync_tui.console import messages as m
-from zync_tui.console.backend import LOOP_TITLES, LOOPS, Backend, LogEntry, pass_outcome
+from zync_tui.console.views import LOOP_TITLES, LOOPS, Backend, LogEntry, pass_outcome
 from zync_tui.console.widgets.log import LogPanel
 from zync_tui.console.widgets.loops import LoopsPanel
 from zync_tui.console.widgets.status import StatusBar

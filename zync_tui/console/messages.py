@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias
 from textual.message import Message
 
 from engine.api import DeadLetter, EtlReport, PassResult, TablesReport, TopicsReport
-from zync_tui.console.backend import LogEntry, LoopView
+from zync_tui.console.views import LogEntry, LoopView
 
 #: What a loop control did.
 LoopAction: TypeAlias = Literal["start", "stop"]

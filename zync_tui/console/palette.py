@@ -10,8 +10,8 @@ from typing import Protocol
 
 from textual.app import SystemCommand
 
-from zync_tui.console.backend import LOOP_TITLES, Backend
 from zync_tui.console.keys import PANEL_TITLES, PANELS
+from zync_tui.console.views import LOOP_TITLES, Backend
 
 
 class ConsoleActions(Protocol):

@@ -32,7 +32,7 @@ from engine.api import (
     tables_from,
     topics_from,
 )
-from zync_tui.console.backend import LOOPS, LogEntry, LoopState, LoopView
+from zync_tui.console.views import LOOPS, LogEntry, LoopState, LoopView
 
 #: Seconds a status request may take before its process counts as unreachable.
 REQUEST_TIMEOUT = 3.0

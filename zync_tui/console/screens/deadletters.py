@@ -11,10 +11,10 @@ from textual.widgets import Static
 
 from engine.api import DeadLetter
 from zync_tui.console import format as fmt
-from zync_tui.console.backend import Backend
 from zync_tui.console.listing import Column, Row, Source
 from zync_tui.console.messages import DeadLettersLoaded
 from zync_tui.console.screens.record import RecordScreen
+from zync_tui.console.views import Backend
 from zync_tui.console.widgets.tables import LiveTable
 
 COLUMNS = [

@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from zync_tui.console import format as fmt
-from zync_tui.console.backend import LOOP_TITLES, LoopView
 from zync_tui.console.listing import Column, Row, Source
+from zync_tui.console.views import LOOP_TITLES, LoopView
 from zync_tui.console.widgets.delta_tables import TablesSection
 from zync_tui.console.widgets.filter_line import FilterLine
 from zync_tui.console.widgets.table_panel import TablePanel
