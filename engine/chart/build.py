@@ -32,6 +32,7 @@ from engine.chart import values as chart_values
 from engine.chart.roles import roles_template
 from engine.chart.values import ChartError, Values
 from engine.chart.values_yaml import render
+from engine.deliver.delivery_options import MOST_OUTPUTS
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig
@@ -159,6 +160,12 @@ def _check_groups(groups: list[dict[str, Any]], outputs: list[str]) -> None:
         if group["name"] in names:
             raise ChartError(f"values: toKafka.groups.{index}.name: {group['name']!r} is used twice")
         names.add(group["name"])
+        if len(group["outputs"]) > MOST_OUTPUTS:
+            raise ChartError(
+                f"values: toKafka.groups.{index}.outputs: {len(group['outputs'])} outputs; "
+                f"one to-kafka process delivers at most {MOST_OUTPUTS} (each holds a Kafka "
+                "producer): split them over more groups"
+            )
         for topic in group["outputs"]:
             if topic not in outputs:
                 raise ChartError(

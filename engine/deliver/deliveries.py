@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from engine.deliver.delivery_options import DeliveryOptions
+from engine.deliver.delivery_options import MOST_OUTPUTS, DeliveryOptions
 from engine.deliver.errors import DeliveryError
 from engine.deliver.feed import StagingFeed
 from engine.deliver.loop import Delivery, DeliveryOutput
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 #: client takes one of the process's 1,024 thread-local keys (librdkafka's Python
 #: binding), so 400 outputs starting together ran out of them.
 STARTING_AT_ONCE = 16
-#: Outputs one process delivers at most: each holds a producer, and a process has room
-#: for about 1,000 Kafka clients (those thread-local keys); the rest is kept for the
-#: clients the deliveries open while they start and recover.
-MOST_OUTPUTS = 900
 
 
 def deliveries_of(

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from engine.settings.kafka import KafkaProfile
     from engine.settings.registry import RegistryProfile
 
+#: Outputs one process delivers at most: each holds a Kafka producer, and confluent-kafka's
+#: binding takes one of the process's 1,024 thread-local keys per client (the 1,012th
+#: client fails); the rest is kept for the clients deliveries open while they start.
+MOST_OUTPUTS = 900
 #: Records per Kafka transaction (a transaction also never spans a partial read).
 BATCH_RECORDS = 100_000
 #: How often the staging pool's Delta log is polled in continuous mode, in seconds.

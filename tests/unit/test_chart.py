@@ -354,6 +354,8 @@ def _config_with(tmp_path: Path, old: str, new: str) -> Path:
         (None, ["fromKafka.replica=2"], r"^values: fromKafka: unknown key 'replica' \(did you mean 'replicas'\?\)"),
         (None, ["toKafka.groups=[{name: a, outputs: [NewInvoices]}]"],
          r"^values: toKafka\.groups: no group delivers output 'InvoiceChanges'"),
+        (None, ["toKafka.groups=[{name: a, outputs: [" + ", ".join(f"t{n:04}" for n in range(901)) + "]}]"],
+         r"^values: toKafka\.groups\.0\.outputs: 901 outputs; one to-kafka process delivers at most 900"),
     ],
 )  # fmt: skip
 def test_zync_build_refuses_what_it_cannot_deploy_in_one_line(

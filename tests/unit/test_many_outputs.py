@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.deliver.deliveries import MOST_OUTPUTS, deliveries_of
-from engine.deliver.delivery_options import DeliveryOptions
+from engine.deliver.deliveries import deliveries_of
+from engine.deliver.delivery_options import MOST_OUTPUTS, DeliveryOptions
 from engine.deliver.errors import DeliveryError
 from engine.deliver.loop import DeliveryOutput
 from engine.lake import topic_types
