@@ -64,7 +64,10 @@ def produce(stack: Stack, topics: dict[str, list[tuple[Any, Any]]], fmt: str, sc
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 20})
+    # idempotent, as Kafka Connect's producer is: in order even when a send is retried
+    producer = Producer(
+        {"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True}
+    )
     client = SchemaRegistryClient({"url": stack.registry})
     for topic, events in topics.items():
         if fmt == "avro":

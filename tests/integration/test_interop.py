@@ -43,7 +43,8 @@ def stack(broker, registry, monkeypatch: pytest.MonkeyPatch):
 
 def send(broker, topic: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
     """Bytes as they are, with a plain producer (kept in this frame, which ends here)."""
-    producer = Producer({"bootstrap.servers": broker.address})
+    # idempotent: in order even when a send to a topic still being made is retried
+    producer = Producer({"bootstrap.servers": broker.address, "enable.idempotence": True})
     for key, value in messages:
         producer.produce(topic, key=key, value=value)
     assert producer.flush(10) == 0

@@ -43,7 +43,11 @@ def _topics(server: str) -> list[str]:
 
 def _produce(broker: Any, registry: Any, changes: range) -> None:
     """Changes ``changes`` of every table, to both servers' topics."""
-    producer = Producer({"bootstrap.servers": broker.address, "linger.ms": 20})
+    # idempotent, as Kafka Connect's producer (Debezium's) is: without it librdkafka may
+    # reorder a partition's messages when it retries a send to a topic still being made
+    producer = Producer(
+        {"bootstrap.servers": broker.address, "linger.ms": 20, "enable.idempotence": True}
+    )
     client = SchemaRegistryClient({"url": registry.url})
     for t, topic in enumerate(_topics(AVRO)):
         keys = AvroSerializer(client, json.dumps(wide.key_schema(t)))
