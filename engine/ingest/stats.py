@@ -138,3 +138,34 @@ class CommitInfo:
     def topic_lag(self) -> dict[str, int | None]:
         pool = self.stats.pool(self.pool)
         return pool.topic_lag() if pool else {}
+
+    def lag_text(self) -> str:
+        """The pool's lag in words (:func:`lag_text`)."""
+        return lag_text(self.topic_lag())
+
+
+#: Topics a commit line names one by one; more are summed (a connector's hundreds).
+LAG_TOPICS = 5
+
+
+def lag_text(lags: Mapping[str, int | None]) -> str:
+    """Each topic's lag (``a=1,200 b=0 c=?``), or for more than :data:`LAG_TOPICS`
+    topics the total and the three furthest behind (``3,000 over 200 topics: t7=900
+    t2=800 t9=700 +12 more``)."""
+
+    def one(topic: str, lag: int | None) -> str:
+        return f"{topic}={lag:,}" if lag is not None else f"{topic}=?"
+
+    if len(lags) <= LAG_TOPICS:
+        return " ".join(one(t, lag) for t, lag in sorted(lags.items()))
+    known = [lag for lag in lags.values() if lag is not None]
+    unknown = len(lags) - len(known)
+    behind = sorted(((lag, t) for t, lag in lags.items() if lag), reverse=True)
+    text = f"{sum(known):,} over {len(lags)} topics"
+    if unknown:
+        text += f" ({unknown} unknown)"
+    if behind:
+        shown = " ".join(one(t, lag) for lag, t in behind[:3])
+        more = f" +{len(behind) - 3} more" if len(behind) > 3 else ""
+        text += f": {shown}{more}"
+    return text

@@ -178,8 +178,8 @@ class FromKafkaService(Service["IngestStats"]):
             "dead_letters": info.dead_letters, "seconds": round(info.seconds, 4),
             "lag": {t: n for t, n in info.topic_lag().items() if n is not None},
         }  # fmt: skip
-        lag = {t: n for t, n in info.topic_lag().items() if n}
-        tail = f", lag {', '.join(f'{t} {n}' for t, n in sorted(lag.items()))}" if lag else ""
+        lagging = any(info.topic_lag().values())
+        tail = f", lag {info.lag_text()}" if lagging else ""
         dead = f", {info.dead_letters} dead letter(s)" if info.dead_letters else ""
         self._event(
             "commit",

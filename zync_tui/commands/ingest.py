@@ -59,31 +59,6 @@ class InputFormat(enum.StrEnum):
     json = "json"
 
 
-#: Topics a commit line names one by one; more are summed (a connector's hundreds).
-LAG_TOPICS = 5
-
-
-def _lag_text(lags: dict[str, int | None]) -> str:
-    """Each topic's lag, or for many topics the total and the topics that lag most."""
-
-    def one(topic: str, lag: int | None) -> str:
-        return f"{topic}={lag:,}" if lag is not None else f"{topic}=?"
-
-    if len(lags) <= LAG_TOPICS:
-        return " ".join(one(t, lag) for t, lag in sorted(lags.items()))
-    known = [lag for lag in lags.values() if lag is not None]
-    unknown = len(lags) - len(known)
-    behind = sorted(((lag, t) for t, lag in lags.items() if lag), reverse=True)
-    text = f"{sum(known):,} over {len(lags)} topics"
-    if unknown:
-        text += f" ({unknown} unknown)"
-    if behind:
-        shown = " ".join(one(t, lag) for lag, t in behind[:3])
-        more = f" +{len(behind) - 3} more" if len(behind) > 3 else ""
-        text += f": {shown}{more}"
-    return text
-
-
 class _Reporter:
     """One stats line per commit; a progress bar per pool on a terminal while catching up."""
 
@@ -126,7 +101,6 @@ class _Reporter:
                 _err.print(f"[dim]{stamp}[/] {escape(text)}")
 
     def __call__(self, info: "CommitInfo") -> None:
-        lags = info.topic_lag()
         pool = info.stats.pool(info.pool)
         with self.lock:
             if not self.quiet:
@@ -135,7 +109,7 @@ class _Reporter:
                 upkeep = f" · {'; '.join(info.upkeep)}" if info.upkeep else ""
                 _out.print(
                     f"{escape(info.pool)} v{info.version}: +{info.records:,} records{dead}{skipped}"
-                    f" · lag {escape(_lag_text(lags))} · {info.seconds:.2f}s{escape(upkeep)}"
+                    f" · lag {escape(info.lag_text())} · {info.seconds:.2f}s{escape(upkeep)}"
                 )
             if self.progress is None or pool is None:
                 return
