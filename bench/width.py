@@ -66,7 +66,8 @@ def produce(stack: Stack, topics: dict[str, list[tuple[Any, Any]]], fmt: str, sc
 
     # idempotent, as Kafka Connect's producer is: in order even when a send is retried
     producer = Producer(
-        {"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True}
+        {"bootstrap.servers": stack.bootstrap, "linger.ms": 20, "enable.idempotence": True,
+         "log_level": 3}  # not its notes of a coordinator still loading: it retries
     )
     client = SchemaRegistryClient({"url": stack.registry})
     for topic, events in topics.items():
