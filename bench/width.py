@@ -96,6 +96,17 @@ def write_config(work: Path, config: dict[str, Any], name: str) -> Path:
     return path
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to a `zync run` the bench started, and its end (killed after 120 s)."""
+    proc.terminate()
+    try:
+        proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(30)
+        print("zync run did not stop within 120 s of SIGTERM", flush=True)
+
+
 def ingest(stack: Stack, config: Path, pool: Path, n: int, label: str) -> float:
     argv = [
         str(Path(sys.executable).with_name("zync")), "from-kafka", str(config), "--lake",
@@ -190,13 +201,7 @@ def first_output(stack: Stack, config: Path, work: Path, outputs: list[str], exp
                     first = first if first is not None else time.monotonic() - started
         return float(first or 0.0), time.monotonic() - started
     finally:
-        proc.terminate()
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-            print("zync run did not stop within 120 s of SIGTERM", flush=True)
+        _stop(proc)
         consumer.close()
         err.close()
         print(f"zync run's last lines:\n{(work / 'run.err').read_text()[-3000:]}", flush=True)
@@ -309,13 +314,7 @@ def deliver_latency(stack: Stack, args: argparse.Namespace, work: Path) -> None:
             flush=True,
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-            print("zync run did not stop within 120 s of SIGTERM", flush=True)
+        _stop(proc)
         consumer.close()
         err.close()
 

@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
-from engine.lake.pool_record import ROW_SCHEMA
+from engine.lake.pool_record import record_rows
 from tests.integration.test_debezium import payload, sink
 from tests.integration.test_differential import (
     _plain,
@@ -137,17 +136,7 @@ class Stager:
                 keys.append(json.dumps(key, separators=(",", ":")))
                 values.append(None if value is None else json.dumps(value, separators=(",", ":")))
             self.staged[name] += count
-        n = len(keys)
-        rows = pa.table(
-            {
-                "kafka": pa.array(kafka, ROW_SCHEMA.field("kafka").type),
-                "key": pa.array(keys, pa.string()),
-                "value": pa.array(values, pa.string()),
-                "deadletter": pa.nulls(n, ROW_SCHEMA.field("deadletter").type),
-                "marker": pa.nulls(n, ROW_SCHEMA.field("marker").type),
-            },
-            schema=ROW_SCHEMA,
-        )
+        rows = record_rows(kafka, keys, values)
         self.pool.refresh()
         self.pool.commit_rows(rows, expect_version=self.pool.version)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from engine.lake.pool_record import ROW_SCHEMA
+from engine.lake.pool_record import record_rows
 from tests.integration.test_to_kafka import invoice, profiles, staging_pool, unique
 
 pytestmark = [pytest.mark.integration]
@@ -35,17 +35,7 @@ def stage_all(pool: Any, counts: dict[str, int], per_topic: int) -> int:
             keys.append(json.dumps(key, separators=(",", ":")))
             values.append(json.dumps(value, separators=(",", ":")))
         counts[topic] += per_topic
-    n = len(kafka)
-    rows = pa.table(
-        {
-            "kafka": pa.array(kafka, ROW_SCHEMA.field("kafka").type),
-            "key": pa.array(keys, pa.string()),
-            "value": pa.array(values, pa.string()),
-            "deadletter": pa.nulls(n, ROW_SCHEMA.field("deadletter").type),
-            "marker": pa.nulls(n, ROW_SCHEMA.field("marker").type),
-        },
-        schema=ROW_SCHEMA,
-    )
+    rows = record_rows(kafka, keys, values)
     pool.refresh()
     return pool.commit_rows(rows, expect_version=pool.version)
 
