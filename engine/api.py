@@ -15,11 +15,9 @@ reads them too (tests/unit/test_api.py checks they and ``__all__`` name the same
 
 from __future__ import annotations
 
-import ast
-import importlib
-from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from engine.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from engine import __version__
@@ -434,33 +432,5 @@ __all__ = [
 ]
 
 
-@cache
-def origins() -> dict[str, tuple[str, str]]:
-    """Each public name's module and its name there, read from the imports under
-    ``TYPE_CHECKING`` in this file's source."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    block = next(
-        node
-        for node in tree.body
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-    )
-    return {
-        alias.asname or alias.name: (node.module or "", alias.name)
-        for node in block.body
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
-
-
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use; later uses find it here."""
-    where = origins().get(name) if name in __all__ else None
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0]), where[1])
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+#: Each public name's module and name there; the PEP 562 hooks that import it on first use.
+origins, __getattr__, __dir__ = lazy_names(__name__, __file__, __all__, globals())
