@@ -19,21 +19,19 @@ left over after the value are an error (``bad-avro``), and a body that ends earl
 ``truncated``. A batch that holds a bad body is decoded again record by record, which
 reports exactly the bad bodies (with their index) and decodes the rest.
 
-Validation and coercion of JSON input (``zync produce``) live in
-:mod:`engine.kafka.codecs.avro_coerce`; :func:`validate` and :func:`coerce_json` are
-their entry points.
+Making fastavro's values JSON-able per record lives in
+:mod:`engine.kafka.codecs.avro_json`. Validation and coercion of JSON input (``zync
+produce``) live in :mod:`engine.kafka.codecs.avro_coerce`; :func:`validate` and
+:func:`coerce_json` are their entry points.
 """
 
 from __future__ import annotations
 
-import base64
-import decimal
 import gc
 import io
 import json
-import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +40,7 @@ import fastavro
 from engine.kafka.codecs.avro_batch import BatchJson, PolarsBatchReader, Unsupported
 from engine.kafka.codecs.avro_binary import PRIMITIVES
 from engine.kafka.codecs.avro_coerce import AvroValidationError, Coercer
+from engine.kafka.codecs.avro_json import build_converter, compact_json, strip_logical_types
 from engine.kafka.codecs.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -50,9 +49,6 @@ if TYPE_CHECKING:
 MAGIC = 0
 HEADER_SIZE = 5
 _HEADER = struct.Struct(">bI")
-_COMPACT = (",", ":")
-
-Converter = Callable[[Any], Any]
 
 
 # --------------------------------------------------------------------------------------
@@ -180,142 +176,6 @@ def coerce_json(
 
 
 # --------------------------------------------------------------------------------------
-# JSON-able values (per record)
-
-
-def _b64(value: bytes) -> str:
-    return base64.b64encode(value).decode("ascii")
-
-
-_F32 = struct.Struct("<f")
-
-
-def _float32(value: float) -> float | None:
-    """The shortest decimal that reads back as the same float32 (as polars writes it)."""
-    if not math.isfinite(value):
-        return None
-    for digits in range(1, 10):
-        short = float(f"{value:.{digits}g}")
-        if _F32.unpack(_F32.pack(short))[0] == value:
-            return short
-    return value
-
-
-def _double(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _decimal_text(value: decimal.Decimal) -> str:
-    return format(value, "f")
-
-
-def _generic(value: Any) -> Any:
-    """JSON-able form of a value whose branch is not known (multi-type unions)."""
-    if isinstance(value, dict):
-        return {k: _generic(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_generic(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return _b64(bytes(value))
-    if isinstance(value, decimal.Decimal):
-        return _decimal_text(value)
-    if isinstance(value, float):
-        return _double(value)
-    if isinstance(value, tuple):  # fastavro's (name, value) for named unions: not used
-        return [_generic(v) for v in value]
-    return value
-
-
-def _not_none(conv: Converter) -> Converter:
-    return lambda v: None if v is None else conv(v)
-
-
-def _build_converter(
-    schema: Any, named: dict[str, Any], active: frozenset[str]
-) -> Converter | None:
-    """A function making fastavro's decoded value JSON-able, or None when it already is."""
-    if isinstance(schema, str):
-        if schema == "bytes":
-            return _b64
-        if schema == "float":
-            return _float32
-        if schema == "double":
-            return _double
-        if schema in PRIMITIVES:
-            return None
-        if schema in active:
-            return _generic  # a recursive reference
-        return _build_converter(named[schema], named, active)
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        if len(branches) == 1:
-            conv = _build_converter(branches[0], named, active)
-            return None if conv is None else _not_none(conv)
-        return _generic
-    t = schema["type"]
-    if isinstance(t, (dict, list)):
-        return _build_converter(t, named, active)
-    if schema.get("logicalType") == "decimal" and t in ("bytes", "fixed"):
-        return _not_none(_decimal_text)
-    if t in ("record", "error"):
-        inner = active | {schema["name"]}
-        convs = [
-            (f["name"], c)
-            for f in schema["fields"]
-            if (c := _build_converter(f["type"], named, inner)) is not None
-        ]
-        if not convs:
-            return None
-
-        def record(value: dict[str, Any]) -> dict[str, Any]:
-            for name, conv in convs:
-                item = value[name]
-                if item is not None:
-                    value[name] = conv(item)
-            return value
-
-        return record
-    if t == "array":
-        item_conv = _build_converter(schema["items"], named, active)
-        if item_conv is None:
-            return None
-        return lambda v: [None if x is None else item_conv(x) for x in v]
-    if t == "map":
-        value_conv = _build_converter(schema["values"], named, active)
-        if value_conv is None:
-            return None
-        return lambda v: {k: (None if x is None else value_conv(x)) for k, x in v.items()}
-    if t == "fixed":
-        return _b64
-    if t == "enum":
-        return None
-    return _build_converter(t, named, active)
-
-
-def _strip_logical_types(schema: Any) -> Any:
-    """A copy without logical types, except decimals (kept: read as Decimal → text)."""
-    if isinstance(schema, list):
-        return [_strip_logical_types(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {}
-    for key, value in schema.items():
-        if key == "logicalType" and value != "decimal":
-            continue
-        if key in ("type", "items", "values"):
-            out[key] = _strip_logical_types(value)
-        elif key == "fields" and isinstance(value, list):
-            out[key] = [_strip_logical_types(f) for f in value]
-        else:
-            out[key] = value
-    return out
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=_COMPACT, ensure_ascii=False)
-
-
-# --------------------------------------------------------------------------------------
 # A writer schema, with everything needed to encode and decode it
 
 
@@ -342,11 +202,11 @@ class AvroSchema:
         self._reader_named: dict[str, Any] = {}
         try:
             self.parsed: Any = fastavro.parse_schema(schema, named_schemas=self.named)
-            reader_raw = _strip_logical_types(schema)
+            reader_raw = strip_logical_types(schema)
             self.reader: Any = fastavro.parse_schema(reader_raw, named_schemas=self._reader_named)
         except Exception as exc:  # fastavro's SchemaParseException, UnknownType, ...
             raise ValueError(f"not a valid Avro schema: {exc}") from exc
-        self._jsonify = _build_converter(self.reader, self._reader_named, frozenset())
+        self._jsonify = build_converter(self.reader, self._reader_named, frozenset())
         self._batch: PolarsBatchReader | None = None
         self.batch_unsupported: str | None = None
         try:
@@ -355,7 +215,7 @@ class AvroSchema:
             self.batch_unsupported = f"polars cannot read {exc}"
 
     def __repr__(self) -> str:
-        return f"AvroSchema({_dumps(self.schema)[:80]})"
+        return f"AvroSchema({compact_json(self.schema)[:80]})"
 
     # encoding
 
@@ -376,7 +236,7 @@ class AvroSchema:
 
     def decode_json(self, body: bytes) -> str:
         """The body's value as compact JSON text."""
-        return _dumps(self.decode(body))
+        return compact_json(self.decode(body))
 
     def decode_batch_to_json(self, bodies: Sequence[bytes]) -> BatchJson:
         """Each body as compact JSON text, in the batch's order; bad bodies reported.
@@ -427,7 +287,7 @@ class AvroSchema:
                     texts.append(None)
                     errors.append((i, exc))
                     continue
-                texts.append(_dumps(value if jsonify is None else jsonify(value)))
+                texts.append(compact_json(value if jsonify is None else jsonify(value)))
         finally:
             if paused:
                 gc.enable()
