@@ -86,7 +86,7 @@ def ensure_claims_topic(kafka: KafkaProfile) -> None:
 def read_claim(kafka: KafkaProfile, topic: str, timeout: float = 30.0) -> Claim | None:
     """The latest claim on ``topic`` (None: none), reading :data:`CLAIMS_TOPIC` whole."""
     # deferred: confluent_kafka (librdkafka)
-    from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
 
     from engine.kafka.clients import consumer, watermarks
 
@@ -98,7 +98,7 @@ def read_claim(kafka: KafkaProfile, topic: str, timeout: float = 30.0) -> Claim 
         low, high = watermarks(reader, CLAIMS_TOPIC, [0])[0]
         if high <= low:
             return None
-        reader.assign([TopicPartition(CLAIMS_TOPIC, 0, OFFSET_BEGINNING)])
+        reader.assign([TopicPartition(CLAIMS_TOPIC, 0, low)])
         while True:
             if time.monotonic() > deadline:
                 raise DeliveryError(

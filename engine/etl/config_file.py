@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine.etl.config import DenormRule, EtlConfig, EtlConfigError, StatelessRule
+from engine.settings.yaml_text import read_yaml
 
 
 def load_config(path: str | Path) -> EtlConfig:
@@ -30,8 +31,7 @@ def load_config(path: str | Path) -> EtlConfig:
 def parse_config(text: str, *, source: str = "<config>") -> EtlConfig:
     """Parse the YAML text of an ETL configuration; raises :class:`EtlConfigError`."""
     try:
-        data = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data, node = read_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f": line {mark.line + 1}" if mark is not None else ""

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from engine.ingest.errors import IngestError
 from engine.ingest.group_mirror import SubscribedMirror
 from engine.ingest.positions import tp_list
-from engine.kafka.clients import check_reachable, consumer, fetched_watermarks, where
+from engine.kafka.clients import FIRST_OFFSET, check_reachable, consumer, fetched_watermarks, where
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError
@@ -179,8 +179,8 @@ class Assignment:
                 self._positions.start_at(state, tp.topic, tp.partition, table=views[name])
             )
         self._positions.assigned(starts)
-        # the pool's positions (a start is position + 1; OFFSET_BEGINNING is negative)
-        held = {(s.topic, s.partition): s.offset - 1 for s in starts if s.offset >= 0}
+        # the pool's positions (a start is position + 1; FIRST_OFFSET: none held yet)
+        held = {(s.topic, s.partition): s.offset - 1 for s in starts if s.offset > FIRST_OFFSET}
         for mirror in set(self._shared.mirrors.values()):
             if isinstance(mirror, SubscribedMirror):
                 mirror.publish(held)  # the group's offsets catch up with the pool's

@@ -172,7 +172,7 @@ class Ingest:
                 self._decoders,
                 self._shaper,
                 self._get_spark,
-                prefetch=self._lookup.prefetch,
+                registry=self._lookup,
             )
             registry = RegistryWait(shared, stop, preparer.prepare)
             writer = Writer(shared, positions, self.kafka, gc, on_commit)

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from engine.ingest.errors import IngestError
+from engine.settings.yaml_text import load_yaml
 
 ON_ERROR = ("deadletter", "fail")
 FORMATS = ("auto", "avro", "connect-json", "json")
@@ -113,7 +114,7 @@ def load_inputs(path: str | Path) -> list[IngestInput]:
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise IngestError(f"cannot read {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

@@ -11,8 +11,9 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
+from engine.kafka.clients import FIRST_OFFSET
 from engine.lake import delta
 from engine.lake.appends import ingest_app
 
@@ -70,7 +71,7 @@ class Positions:
             else:
                 state.next[tp] = position + 1
         if position is None:
-            return TopicPartition(topic, partition, OFFSET_BEGINNING)
+            return TopicPartition(topic, partition, FIRST_OFFSET)  # the log's start
         return TopicPartition(topic, partition, position + 1)
 
     def view(self, pool: str) -> DeltaTable:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.ingest.dead_letters import DECODE_STAGE, Bad, refuse, with_dead_letters
+from engine.ingest.decode import type_json
 from engine.lake.batch_shaper import STAGE
 from engine.lake.pool_record import KAFKA_TYPE, ROW_SCHEMA, record_rows
 from engine.lake.topic_types import TopicTypes
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from engine.ingest.buffer import Batch
-    from engine.ingest.decode import PartDecoder
+    from engine.ingest.decode import PartDecoder, RegistryLookup
     from engine.ingest.options import IngestOptions
     from engine.ingest.state import LoopState
     from engine.lake.batch_shaper import Shaper
@@ -58,25 +59,28 @@ class Preparer:
         decoders: Mapping[tuple[str, str], PartDecoder],
         shaper: Shaper | None,
         spark: Callable[[], SparkSession],
-        prefetch: Callable[[set[int]], None] | None = None,
+        registry: RegistryLookup | None = None,
     ) -> None:
         self._shared = shared
         self._options = options
         self._decoders = decoders
         self._shaper = shaper
         self._spark = spark
-        self._prefetch = prefetch
+        self._registry = registry
 
     def warm(self) -> None:
         """What the first batch would otherwise wait for, made beforehand: the batch
-        decoders' modules (polars, ~0.25 s to import; pyspark's types) and each part's
-        Schema Registry client (:meth:`PartDecoder.warm`). Best effort: decoding reports
-        anything that fails."""
+        Schema Registry client (:meth:`PartDecoder.warm`), the topics' latest schemas
+        (looked up in the background: :meth:`RegistryLookup.warm`) and the batch
+        decoders' modules (polars, ~0.25 s to import; pyspark's types). Best effort:
+        decoding reports anything that fails."""
+        for decoder in self._decoders.values():
+            decoder.warm()
+        if self._registry is not None:
+            self._registry.warm(self._decoders.values())
         for module in ("polars", "pyspark.sql.types"):
             with contextlib.suppress(ImportError):
                 importlib.import_module(module)
-        for decoder in self._decoders.values():
-            decoder.warm()
 
     def prepare(self, batch: Batch) -> Prepared:
         started = time.monotonic()
@@ -108,10 +112,10 @@ class Preparer:
         del messages, batch
         timings = {"extract": time.monotonic() - started}
 
-        if self._prefetch is not None and len(by_topic) > 1:
+        if self._registry is not None and len(by_topic) > 1:
             # a batch of many topics: their writer schemas fetched at once, not one
             # request after the other as each topic's turn comes
-            self._prefetch(_schema_ids(by_topic, keys, values))
+            self._registry.prefetch(_schema_ids(by_topic, keys, values))
         key_parts: list[pa.Array] = []
         value_parts: list[pa.Array] = []
         bad: Bad = {}  # row -> (stage, error)
@@ -134,8 +138,8 @@ class Preparer:
             key_parts.append(ktexts)
             value_parts.append(vtexts)
             wanted[topic] = TopicTypes(
-                key=ktype.json() if ktype is not None else None,
-                value=vtype.json() if vtype is not None else None,
+                key=type_json(ktype) if ktype is not None else None,
+                value=type_json(vtype) if vtype is not None else None,
             )
         key_text, value_text = _in_batch_order(key_parts, value_parts, by_topic)
         if bad and self._options.on_error == "fail":

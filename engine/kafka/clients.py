@@ -55,6 +55,14 @@ FETCH_DEFAULTS: Mapping[str, str] = {
 }
 
 
+#: Where ``assign()`` starts a partition read from its beginning: offset 0, which a
+#: consumer with ``auto.offset.reset=earliest`` moves to the log's start when retention
+#: has removed it. librdkafka's logical ``OFFSET_BEGINNING`` asks the broker for that
+#: start first, and at a consumer's start (no leader known yet) answered ~0.5 s later
+#: than an offset (54 ms against 555 ms to a first message here, 1 or 200 partitions).
+FIRST_OFFSET = 0
+
+
 class KafkaUnavailable(ZyncError):
     """Kafka could not be reached (or refused us) within the timeout."""
 

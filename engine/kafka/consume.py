@@ -146,10 +146,12 @@ class PartDecoder:
 
 
 def _start_offset(start: str | int) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END  # deferred: librdkafka
+    from confluent_kafka import OFFSET_END  # deferred: librdkafka
 
-    if start == BEGINNING:
-        return int(OFFSET_BEGINNING)
+    from engine.kafka.clients import FIRST_OFFSET
+
+    if start == BEGINNING:  # the consumer's auto.offset.reset is then earliest
+        return FIRST_OFFSET
     if start == END:
         return int(OFFSET_END)
     if isinstance(start, int) and start >= 0:

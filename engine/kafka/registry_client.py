@@ -12,10 +12,11 @@ refusal :class:`RegistryUnavailable` (a one-line error). confluent-kafka's
 from __future__ import annotations
 
 import json
+import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.errors import ZyncError
 from engine.kafka.codecs.formats import SchemaNotFound
@@ -23,6 +24,8 @@ from engine.settings.registry import RegistryProfile
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
+
+T = TypeVar("T")
 
 _NOT_FOUND = {40401, 40402, 40403}
 #: Lookups :meth:`RegistrySchemas.prefetch` makes at once.
@@ -76,8 +79,11 @@ class RegistrySchemas:
     def __init__(self, profile: RegistryProfile, *, timeout: float = 10.0) -> None:
         self.profile = profile
         self._client = _client(profile, timeout)
+        self._timeout = timeout
         self._by_id: dict[int, str] = {}
         self._lock = threading.Lock()
+        self._warming: threading.Thread | None = None
+        self._warmed = threading.Event()  # the warm-up's lookups are done
 
     def __repr__(self) -> str:
         return f"RegistrySchemas({self.profile.url!r})"
@@ -101,25 +107,81 @@ class RegistrySchemas:
         """Look up the ids not known yet at once, over several connections: a batch of
         hundreds of topics meets hundreds of schemas, and one request after the other
         made from-kafka's first batch wait for the registry. Errors are left to
-        :meth:`lookup` (an id the registry does not know becomes a dead letter there)."""
+        :meth:`lookup` (an id the registry does not know becomes a dead letter there).
+        Waits for a :meth:`warm` under way first, which may have found them."""
+        if self._warming is not None:
+            self._warmed.wait(self._timeout)
         with self._lock:
             todo = sorted(set(schema_ids) - self._by_id.keys())
-        if len(todo) < 2:
+        if len(todo) >= 2:
+            _each(self.lookup, todo)
+
+    def warm(self, subjects: Iterable[str], then: Callable[[list[str]], None] | None = None) -> None:
+        """Look up, in the background, the latest schema of each of these subjects that
+        the registry has. A loop starting does not know the ids its first batch will
+        meet, but they are most often its topics' latest schemas; looked up now, they
+        overlap the consumer's start instead of holding a first batch of hundreds of
+        topics. One request (:meth:`latest_schemas`) where the registry answers Confluent's
+        ``GET /schemas``, else one per subject, several at once; ``then`` gets the texts
+        found, in the same background thread. Best effort, once: what fails is left to
+        :meth:`lookup`."""
+        wanted = list(dict.fromkeys(subjects))
+        if not wanted or self._warming is not None:
             return
-        unreachable = threading.Event()
 
-        def fetch(schema_id: int) -> None:
-            if unreachable.is_set():
-                return  # no use asking again: the decoders wait for the registry
+        found_texts: list[str] = []
+
+        def keep(schema_id: int, text: str) -> None:
+            with self._lock:
+                self._by_id.setdefault(schema_id, text)
+            found_texts.append(text)
+
+        def latest(subject: str) -> None:
+            registered = self.latest(subject)
+            keep(int(registered.schema_id), str(registered.schema.schema_str))
+
+        def run() -> None:
             try:
-                self.lookup(schema_id)
-            except RegistryUnreachable:
-                unreachable.set()
-            except Exception:  # noqa: BLE001 - lookup() reports it when it matters
+                found = self.latest_schemas(os.path.commonprefix(wanted))
+                if found is not None:
+                    for subject, (schema_id, text) in found.items():
+                        if subject in wanted_set:
+                            keep(schema_id, text)
+                else:
+                    known = set(self.subjects())
+                    _each(latest, [s for s in wanted if s in known])
+            except Exception:  # noqa: BLE001 - best effort: lookup() reports it
                 pass
+            finally:
+                self._warmed.set()
+            if then is not None and found_texts:
+                then(found_texts)
 
-        with ThreadPoolExecutor(min(_PREFETCHERS, len(todo))) as pool:
-            list(pool.map(fetch, todo))
+        wanted_set = set(wanted)
+        self._warming = threading.Thread(target=run, name="zync-registry-warm", daemon=True)
+        self._warming.start()
+
+    def latest_schemas(self, prefix: str) -> dict[str, tuple[int, str]] | None:
+        """The latest Avro schema (id, text) of every subject under ``prefix``, in one
+        request: Confluent's ``GET /schemas?subjectPrefix=…&latestOnly=true`` (Schema
+        Registry 7.x and zync's own). None when the registry does not answer it (an
+        older or another registry), so the caller asks subject by subject."""
+        rest = getattr(self._client, "_rest_client", None)  # confluent-kafka has no call for it
+        if rest is None:
+            return None
+        query = {"subjectPrefix": prefix, "latestOnly": "true"}
+        try:
+            rows = self._call(lambda: rest.get("schemas", query), "schemas")
+        except (SchemaNotFound, RegistryUnavailable):
+            return None
+        if not isinstance(rows, list):
+            return None
+        return {
+            str(row["subject"]): (int(row["id"]), str(row["schema"]))
+            for row in rows
+            if isinstance(row, dict) and row.get("schemaType", "AVRO") == "AVRO"
+            and {"subject", "id", "schema"} <= row.keys()
+        }
 
     def register(self, subject: str, schema: str | dict[str, Any]) -> int:
         """Register an Avro schema under ``subject`` (same schema → same id)."""
@@ -175,3 +237,23 @@ class RegistrySchemas:
         return RegistryUnreachable(
             f"cannot reach {where}: {reason}. Is it running? (`zync dev status`)", where, reason
         )
+
+
+def _each(look: Callable[[T], object], items: Sequence[T]) -> None:
+    """``look`` at each of ``items``, several at once; stops asking once the registry is
+    unreachable (the decoders then wait for it); other failures are left to the caller's
+    later lookups, which report them."""
+    unreachable = threading.Event()
+
+    def one(item: T) -> None:
+        if unreachable.is_set():
+            return
+        try:
+            look(item)
+        except RegistryUnreachable:
+            unreachable.set()
+        except Exception:  # noqa: BLE001 - a later lookup() reports it when it matters
+            pass
+
+    with ThreadPoolExecutor(max(1, min(_PREFETCHERS, len(items)))) as pool:
+        list(pool.map(one, items))

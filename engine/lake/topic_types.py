@@ -53,8 +53,8 @@ TYPES_PROPERTY = "zync.types"
 #: Where a pool's type files are, below the pool.
 TYPES_DIR = "_zync/types"
 INDEX_FORMAT = 1
-#: Type files read at once from object storage (each is a small GET).
-_READERS = 16
+#: Type files read or written at once (on object storage each is a small GET or PUT).
+_FILES_AT_ONCE = 16
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ class TypeFiles:
         if len(todo) == 1 or self.where.is_local:
             texts = [self._read(f"{ref}.json") for ref in todo]
         else:
-            with ThreadPoolExecutor(min(_READERS, len(todo))) as pool:
+            with ThreadPoolExecutor(min(_FILES_AT_ONCE, len(todo))) as pool:
                 texts = list(pool.map(lambda ref: self._read(f"{ref}.json"), todo))
         with self._lock:
             self._texts.update(zip(todo, texts, strict=True))
@@ -239,11 +239,14 @@ class TypeFiles:
     def _write(self, files: Mapping[str, str]) -> None:
         """Write each file whole: locally into a temporary name then renamed, so a
         reader (or a writer that died half-way) never leaves a partial file; an S3 PUT
-        is whole by itself. Rewriting a file that exists writes the same bytes."""
+        is whole by itself. Rewriting a file that exists writes the same bytes. Several
+        at once: a pool's first commit over hundreds of topics writes hundreds of files
+        (one S3 PUT after the other took seconds)."""
         fs, base = self.where.filesystem()
         if self.where.is_local:
             self.where.make_dirs()
-        for name, text in files.items():
+
+        def write(name: str, text: str) -> None:
             path = f"{base}/{name}"
             if self.where.is_local:
                 temporary = f"{base}/.{name}.{os.getpid()}-{threading.get_ident()}.tmp"
@@ -253,6 +256,14 @@ class TypeFiles:
             else:
                 with fs.open_output_stream(path) as stream:
                     stream.write(text.encode())
+
+        if len(files) < 4:
+            for name, text in files.items():
+                write(name, text)
+            return
+        with ThreadPoolExecutor(min(_FILES_AT_ONCE, len(files))) as pool:
+            for future in [pool.submit(write, name, text) for name, text in files.items()]:
+                future.result()  # the first failure, raised here
 
 
 def _digest(text: str) -> str:

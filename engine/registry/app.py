@@ -221,6 +221,20 @@ def create_app(db_path: str | Path) -> FastAPI:
     def delete_subject(subject: str, request: Request) -> list[int]:
         return store.delete_subject(subject, permanent=_flag(request, "permanent"))
 
+    # -- schemas ------------------------------------------------------------------
+
+    @app.get("/schemas")
+    def list_schemas(request: Request) -> list[dict[str, Any]]:
+        # Confluent's "GET /schemas": every version of the subjects under a prefix, or
+        # each one's latest (``latestOnly``), in one answer (a loop starting over
+        # hundreds of topics reads their schemas in one request)
+        found = store.versions_under(
+            request.query_params.get("subjectPrefix", ""),
+            deleted=_flag(request, "deleted"),
+            latest_only=_flag(request, "latestOnly", "latest_only"),
+        )
+        return _page([_version_body(v) for v in found], request)
+
     # -- schemas by id ------------------------------------------------------------
 
     @app.get("/schemas/ids/{schema_id}")

@@ -61,6 +61,29 @@ def get_version(
     return SubjectVersion(subject=subject, version=chosen[0], deleted=chosen[2], record=record)
 
 
+def versions_under(
+    conn: sqlite3.Connection, prefix: str, deleted: bool, latest_only: bool
+) -> list[SubjectVersion]:
+    """Every version of the subjects whose names start with ``prefix`` (soft-deleted ones
+    too with ``deleted``), or each subject's latest, by subject and version, in one
+    query (Confluent's ``GET /schemas``)."""
+    rows = conn.execute(
+        "SELECT sv.subject, sv.version, sv.deleted, s.id, s.schema_type, s.schema, s.refs "
+        "FROM subject_versions sv JOIN schemas s ON s.id = sv.schema_id "
+        "WHERE substr(sv.subject, 1, ?) = ? AND (? OR sv.deleted = 0) "
+        "ORDER BY sv.subject, sv.version",
+        (len(prefix), prefix, deleted),
+    ).fetchall()
+    found: list[SubjectVersion] = []
+    for subject, version, gone, schema_id, schema_type, schema, refs in rows:
+        if latest_only and found and found[-1].subject == subject:
+            found.pop()  # a later version of the same subject follows
+        references = tuple(Reference(r["name"], r["subject"], r["version"]) for r in json.loads(refs))
+        record = SchemaRecord(id=schema_id, schema_type=schema_type, schema=schema, references=references)
+        found.append(SubjectVersion(subject=subject, version=version, deleted=bool(gone), record=record))
+    return found
+
+
 def level(conn: sqlite3.Connection, scope: str) -> str | None:
     """The compatibility level set for ``scope`` (a subject, or GLOBAL), or None."""
     row = conn.execute("SELECT compatibility FROM config WHERE scope = ?", (scope,)).fetchone()

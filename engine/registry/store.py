@@ -82,6 +82,11 @@ class RegistryStore:
         with self.db.read() as conn:
             return queries.get_version(conn, subject, version, deleted)
 
+    def versions_under(self, prefix: str, deleted: bool, latest_only: bool) -> list[SubjectVersion]:
+        """The versions of the subjects under ``prefix`` (:func:`queries.versions_under`)."""
+        with self.db.read() as conn:
+            return queries.versions_under(conn, prefix, deleted, latest_only)
+
     def get_schema(self, schema_id: int) -> SchemaRecord:
         """The schema with this id; 40403 when there is none."""
         with self.db.read() as conn:

@@ -501,7 +501,6 @@ def test_registry_down_during_from_kafka(healthy: Stack, tmp_path: Path) -> None
     clients.ensure_topic(kafka, topic, partitions=2)
     schemas = RegistrySchemas(RegistryProfile(url=healthy.registry_url))
     id1 = schemas.register(f"{topic}-value", AVRO_V1)
-    id2 = schemas.register(f"{topic}-value", AVRO_V2)  # known to the registry only
     v1, v2 = avro.AvroSchema(json.dumps(AVRO_V1)), avro.AvroSchema(json.dumps(AVRO_V2))
     records: dict[bytes, Any] = {}
 
@@ -529,6 +528,9 @@ def test_registry_down_during_from_kafka(healthy: Stack, tmp_path: Path) -> None
         wait_for(lambda: len(pool_rows(lake / "raw")) >= 301 or not run.running(), 120,
                  "the first records")
 
+        # a new version, after from-kafka looked up its topics' latest schemas at start:
+        # known to the registry only
+        id2 = schemas.register(f"{topic}-value", AVRO_V2)
         stopped_at = time.monotonic()
         healthy.stop_registry()
         produce(kafka, topic, values(id2, v2, 300, 300), sent)

@@ -207,6 +207,56 @@ def test_delete_version(client: SchemaRegistryClient, subject: str) -> None:
     assert client.get_latest_version(subject).version == 1
 
 
+def test_list_schemas_under_a_prefix(
+    client: SchemaRegistryClient, registry_url: str, subject: str
+) -> None:
+    """Confluent's ``GET /schemas``: every version under a prefix, or each subject's latest
+    (``latestOnly``), soft-deleted versions only when asked; one request for hundreds."""
+    first = client.register_schema(f"{subject}.a", avro(USER_V1))
+    second = client.register_schema(f"{subject}.a", avro(USER_V2))
+    other = client.register_schema(f"{subject}.b", avro(USER_V1))
+    client.register_schema(f"{subject}.b", avro(USER_V2))
+    client.delete_version(f"{subject}.b", 2)
+
+    def listed(**params: str) -> list[tuple[str, int, int]]:
+        answer = httpx.get(f"{registry_url}/schemas", params={"subjectPrefix": subject, **params})
+        answer.raise_for_status()
+        return [(row["subject"], row["version"], row["id"]) for row in answer.json()]
+
+    assert listed() == [(f"{subject}.a", 1, first), (f"{subject}.a", 2, second), (f"{subject}.b", 1, other)]
+    assert listed(latestOnly="true") == [(f"{subject}.a", 2, second), (f"{subject}.b", 1, other)]
+    assert listed(latestOnly="true", deleted="true") == [(f"{subject}.a", 2, second), (f"{subject}.b", 2, second)]
+    assert listed(limit="1", offset="1") == [(f"{subject}.a", 2, second)]
+    row = httpx.get(f"{registry_url}/schemas", params={"subjectPrefix": f"{subject}.a", "latestOnly": "true"}).json()[0]
+    assert json.loads(row["schema"]) == USER_V2
+    assert "schemaType" not in row
+
+
+def test_zyncs_client_warms_up_on_one_request(registry_url: str, subject: str) -> None:
+    """What from-kafka looks up before its first batch: the latest schemas of its topics'
+    subjects, in the background, then made ready (``then``); later lookups of those ids
+    ask the registry nothing."""
+    from engine.kafka.registry_client import RegistrySchemas
+    from engine.settings.registry import RegistryProfile
+
+    client = SchemaRegistryClient({"url": registry_url})
+    ids = [client.register_schema(f"{subject}.t{i}-value", avro(USER_V2 if i % 2 else USER_V1)) for i in range(6)]
+    schemas = RegistrySchemas(RegistryProfile(url=registry_url))
+    made: list[list[str]] = []
+    schemas.warm([f"{subject}.t{i}-value" for i in range(6)] + [f"{subject}.missing-value"], then=made.append)
+    schemas.prefetch(ids)  # waits for the warm-up, which found them all
+    assert schemas._warming is not None
+    schemas._warming.join(10)
+    assert len(made[0]) == 6
+    assert {json.loads(t)["fields"][-1]["name"] for t in made[0]} == {"email", "name"}
+
+    def no_requests(*args: object, **kwargs: object) -> None:
+        raise AssertionError("asked the registry again")
+
+    schemas._client.get_schema = no_requests  # type: ignore[method-assign]
+    assert {json.loads(schemas.lookup(i))["name"] for i in ids} == {"User"}
+
+
 def test_references(client: SchemaRegistryClient, subject: str) -> None:
     address = {
         "type": "record",

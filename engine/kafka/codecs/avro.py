@@ -294,7 +294,7 @@ class AvroSchema:
         return BatchJson(texts, errors, "fastavro", reason)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)  # a whole database: hundreds of topics, a key and a value schema each
 def _cached_schema(schema_json: str) -> AvroSchema:
     return AvroSchema(schema_json)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.kafka.codecs import avro, connect_json, plain_json
-from engine.kafka.codecs.avro import AvroSchema
+from engine.kafka.codecs.avro import AvroSchema, as_avro_schema
 from engine.kafka.codecs.errors import DecodeError
 from engine.kafka.codecs.formats import Format, SchemaLookup, SchemaNotFound, WriterSchema
 
@@ -46,7 +46,7 @@ class RecordDecoder:
                 "unknown-schema-id", f"schema id {schema_id} is not in the registry"
             ) from exc
         try:
-            schema = AvroSchema(text)
+            schema = as_avro_schema(text)  # shared: the same text, the same schema
         except ValueError as exc:
             raise DecodeError("bad-schema", f"schema id {schema_id}: {exc}") from exc
         self._avro[schema_id] = schema
