@@ -21,12 +21,13 @@ FOLD_OUTPUTS = 20
 #: How often a folded summary is printed (when something happened).
 FOLD_SECONDS = 5.0
 #: The per-output events that are routine (anything else prints on its own line).
-ROUTINE = frozenset({"started", "resumed", "delivered", "caught-up", "stopped"})
+ROUTINE = frozenset({"waiting", "started", "resumed", "delivered", "caught-up", "stopped"})
 
 
 @dataclass
 class _Tally:
     outputs: set[str] = field(default_factory=set)
+    waiting: int = 0
     started: int = 0
     resumed: int = 0
     delivered: set[str] = field(default_factory=set)
@@ -37,7 +38,9 @@ class _Tally:
 
     def add(self, kind: str, topic: str, records: int, version: int | None) -> None:
         self.outputs.add(topic)
-        if kind == "started":
+        if kind == "waiting":
+            self.waiting += 1
+        elif kind == "started":
             self.started += 1
         elif kind == "resumed":
             self.resumed += 1
@@ -54,6 +57,8 @@ class _Tally:
 
     def text(self) -> str:
         parts = []
+        if self.waiting:
+            parts.append(f"{self.waiting} waiting")
         if self.started:
             parts.append(f"{self.started} started")
         if self.resumed:

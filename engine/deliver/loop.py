@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +29,7 @@ from engine.deliver.produce import Transactions, transactional_id
 from engine.deliver.read import StagingReader
 from engine.deliver.record_types import RecordTypes
 from engine.deliver.rows import Batch, Rows
+from engine.deliver.starting import await_first_output, open_staging_pool, start_turn
 from engine.deliver.status_board import DeliveryEvent, DeliveryStatus, StatusBoard
 from engine.errors import ZyncError
 from engine.heartbeat import Heartbeat
@@ -183,6 +183,10 @@ class Delivery:
     def _run(self, stop: threading.Event, continuous: bool) -> None:
         pool = self._open_pool(stop, continuous)
         if pool is None:
+            return
+        if continuous and not await_first_output(
+            pool, self._board, self.topic, self._woken, self.poll_interval, stop
+        ):
             return
         with start_turn(self.start_gate, self._board, stop) as turn:
             if not turn:
@@ -379,54 +383,6 @@ def _topic_ready(delivery: Delivery) -> tuple[list[int], bool]:
     return ready
 
 
-@contextmanager
-def start_turn(
-    gate: threading.Semaphore | None, board: StatusBoard, stop: threading.Event
-) -> Iterator[bool]:
-    """A delivery's turn to start, among many outputs that take turns (``gate``; None:
-    always its turn): False when ``stop`` came first."""
-    if gate is None:
-        yield True
-        return
-    with board.heartbeat.waiting("waiting for the other outputs to start"):
-        while not gate.acquire(timeout=0.2):
-            if stop.is_set():
-                yield False
-                return
-    try:
-        yield True
-    finally:
-        gate.release()
-
-
 def heartbeat_of(delivery: Delivery) -> Heartbeat:
     """A delivery's heartbeat: its loop beats it, its waits for Kafka are deliberate."""
     return delivery._board.heartbeat
-
-
-def open_staging_pool(
-    lake: Lake, name: str, topic: str, board: StatusBoard, stop: threading.Event, wait: bool
-) -> Pool | None:
-    """The staging pool ``name``; with ``wait``, waits for it to exist (saying so once)
-    until ``stop`` (None)."""
-    from engine.lake.pool_errors import PoolError  # deferred: deltalake
-
-    announced = False
-    while True:
-        try:
-            pool = lake.open_pool(name)
-        except PoolError as exc:
-            if not wait:
-                raise DeliveryError(str(exc)) from None
-            if not announced:
-                board.emit("waiting", f"{topic}: waiting for pool {name!r}")
-                announced = True
-            if board.heartbeat.wait_on(stop, 1.0, f"waiting for pool {name!r}"):
-                return None
-            continue
-        if pool.kind != "staging":
-            raise DeliveryError(
-                f"pool {name!r} is a {pool.kind} pool: to-kafka delivers the outputs of a "
-                "staging pool"
-            )
-        return pool

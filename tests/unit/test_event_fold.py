@@ -17,6 +17,7 @@ def _events(outputs: int) -> list[tuple[str, dict[str, object]]]:
     for n in range(outputs):
         topic = f"clean.t{n:03}"
         events += [
+            ("waiting", {"topic": topic}),
             ("started", {"topic": topic}),
             ("resumed", {"topic": topic}),
             ("delivered", {"topic": topic, "records": 3, "version": 4 + n % 2}),
@@ -32,7 +33,7 @@ def test_routine_events_of_many_outputs_make_one_line() -> None:
         assert all(fold.take(kind, fields) for kind, fields in _events(400))
         fold.flush()
         assert said == [
-            "400 output(s): 400 started; 400 resumed; 1,200 record(s) delivered to 400 "
+            "400 output(s): 400 waiting; 400 started; 400 resumed; 1,200 record(s) delivered to 400 "
             "output(s), staging versions 4..5; 400 caught up"
         ]
         fold.flush()  # nothing new: nothing said
