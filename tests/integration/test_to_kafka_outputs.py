@@ -146,6 +146,49 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
     assert got == {t: list(range(7)) for t in topics}
 
 
+def test_outputs_of_an_empty_pool_wait_for_its_first_commit_before_starting(lake, broker) -> None:
+    """A pipeline's first start: the staging pool holds no output, so each delivery
+    takes its topic's claim and waits, idle (ready), without its producer; the first
+    commit starts them all, and they deliver it."""
+    from engine.deliver.deliveries import deliveries_of, run_deliveries
+    from engine.deliver.delivery_options import DeliveryOptions
+    from engine.deliver.loop import DeliveryOutput
+
+    kafka, _ = profiles(broker)
+    prefix = unique("empty")
+    topics = [f"{prefix}.t{i}" for i in range(5)]
+    pool = staging_pool(lake, unique("Staging"))
+    counts = dict.fromkeys(topics, 0)
+    deliveries = deliveries_of(
+        lake, [DeliveryOutput(pool.name, t) for t in topics], DeliveryOptions(kafka=kafka, format="json", poll_interval=0.1)
+    )
+    events: list[tuple[str, str]] = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_deliveries,
+        args=(deliveries, stop, lambda e: events.append((e.kind, e.message))),
+        kwargs={"continuous": True},
+        daemon=True,
+    )
+    thread.start()
+    try:
+        _wait(lambda: sum(kind == "waiting" for kind, _ in events) == len(topics), 60, "every output waiting")
+        assert all(d.status().state == "idle" for d in deliveries)
+        assert all(d.claimed.is_set() for d in deliveries)  # each holds its topic
+        assert all(d._out is None for d in deliveries)  # no producer started yet
+        assert not [m for kind, m in events if kind == "started"]
+        stage_all(pool, counts, 2)
+        _wait(lambda: all(d.status().delivered_offset == 1 for d in deliveries), 60, "the first commit")
+    finally:
+        stop.set()
+        for d in deliveries:
+            d.wake()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert sum(kind == "started" for kind, _ in events) == len(topics)
+    assert read_all(kafka, topics, expect=2 * len(topics)) == {t: [0, 1] for t in topics}
+
+
 def _wait(predicate: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
