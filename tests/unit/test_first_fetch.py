@@ -67,6 +67,9 @@ class FirstFetchLate:
     def get_watermark_offsets(self, partition: Any, cached: bool = False) -> tuple[int, int]:
         return (0, 2) if self.polls >= 1 else (-1001, -1001)
 
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        pass  # its metadata: nothing a fake consumer needs
+
     def assign(self, partitions: Any) -> None:
         pass
 
