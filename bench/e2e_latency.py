@@ -109,10 +109,13 @@ class Producer:
         client = SchemaRegistryClient({"url": registry_url})
         self._ctx = SerializationContext
         self._field = MessageField
-        self._key = AvroSerializer(client, json.dumps(KEY))
+        # the subjects <topic>-key/-value as Kafka Connect names them (confluent-kafka's
+        # default asks the registry for the topic's associated subject at every message)
+        topic_subjects = {"subject.name.strategy.type": "TOPIC"}
+        self._key = AvroSerializer(client, json.dumps(KEY), conf=topic_subjects)
         self._values = {
-            "Invoices": AvroSerializer(client, json.dumps(INVOICE)),
-            "InvoiceStatus": AvroSerializer(client, json.dumps(STATUS)),
+            "Invoices": AvroSerializer(client, json.dumps(INVOICE), conf=topic_subjects),
+            "InvoiceStatus": AvroSerializer(client, json.dumps(STATUS), conf=topic_subjects),
         }
         self._producer = KafkaProducer(
             {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True}
