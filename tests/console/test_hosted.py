@@ -54,6 +54,10 @@ def test_the_engine_answers_through_its_api_below_the_screens_priority(tmp_path:
         assert hosted.running_child()
         ours = os.getpriority(os.PRIO_PROCESS, 0)
         assert os.getpriority(os.PRIO_PROCESS, hosted.pid) == min(19, ours + ENGINE_NICENESS)
+        group = Path(f"/proc/{hosted.pid}/autogroup")
+        if group.exists():  # a kernel that shares the CPU between sessions first
+            assert group.read_text().split()[-1] == str(ENGINE_NICENESS)
+            assert group.read_text().split()[0] != Path("/proc/self/autogroup").read_text().split()[0]
         assert f"lake {tmp_path / 'lake'}" in notes
         assert backend.title == "zync"
         loops = backend.loops()
