@@ -351,9 +351,9 @@ async def engine_leg(args: argparse.Namespace, size: tuple[int, int], config: st
             started = time.monotonic()
             await until(pilot, lambda: app.ready, 300, "the engine to start")
             if demo:
-                total = app.backend.batches_total()
+                total = app.backend.demo.batches_total()
                 await pilot.press("n")
-                await until(pilot, lambda: app.backend.batches_left() == total - 1, 60, "demo batch 1")
+                await until(pilot, lambda: app.backend.demo.batches_left() == total - 1, 60, "demo batch 1")
             await until(pilot, lambda: loop_records(app, "etl") > 0, 300, "a first ETL pass")
             print(f"[{name}] console ready, the first events through the ETL "
                   f"{time.monotonic() - started:.1f} s after start", flush=True)

@@ -74,7 +74,7 @@ class FakeBackend:
         self.read_only = read_only
         self.moving = moving
         self.read_only_reason: str | None = None
-        self.demo = demo
+        self.demo: FakeBackend | None = self if demo else None  # publishes its batches
         self.kafka_down = kafka_down
         self.lake_missing = False
         self.calls: list[str] = []
@@ -178,7 +178,7 @@ class FakeBackend:
         return 4
 
     def batches_left(self) -> int:
-        return self.batches if self.demo else 0
+        return self.batches
 
     def drain_log(self) -> list[LogEntry]:
         out, self.log = self.log, []

@@ -296,7 +296,7 @@ class ZyncConsole(App[None]):
 
     def action_help(self) -> None:
         notes = "Read-only: start, stop and ETL passes are disabled." if self.backend.read_only else ""
-        self.push_screen(HelpScreen(help_keys(read_only=self.backend.read_only, demo=self.backend.demo), notes))
+        self.push_screen(HelpScreen(help_keys(read_only=self.backend.read_only, demo=self.backend.demo is not None), notes))
 
     def action_dead_letters(self) -> None:
         self.push_screen(DeadLettersScreen(self.backend))
@@ -314,7 +314,7 @@ class ZyncConsole(App[None]):
             return False
         if action in ROUTED and self.screen is not self.screen_stack[0]:
             return False
-        return not (action == "next_batch" and not self.backend.demo)
+        return not (action == "next_batch" and self.backend.demo is None)
 
     # -- control (refused when read-only): zync_tui.console.control ------------------------
 

@@ -106,7 +106,6 @@ class EngineBackend:
         self.settings = settings
         self.read_only = settings.read_only
         self.read_only_reason: str | None = None
-        self.demo = settings.demo
         self.title = "zync demo" if settings.demo else "zync"
         self.log = LogBook(settings.clock)
         #: how :meth:`start` goes, for the API (engine.api.ServedProcess ``setup``)
@@ -335,6 +334,11 @@ class EngineBackend:
             self._pass_lock.release()
 
     # -- the demo -------------------------------------------------------------------------
+
+    @property
+    def demo(self) -> EngineBackend | None:
+        """A demo's engine publishes its batches itself (:class:`DemoControls`)."""
+        return self if self.settings.demo else None
 
     def next_batch(self) -> str:
         if self.driver is None:

@@ -167,15 +167,17 @@ class Control:
 
     def demo_note(self) -> str:
         """What `n` does next, for the status bar (empty outside the demo)."""
-        if not self.backend.demo:
+        demo = self.backend.demo
+        if demo is None:
             return ""
-        left = self.backend.batches_left()
-        total = self.backend.batches_total()
+        left = demo.batches_left()
+        total = demo.batches_total()
         return f"n: send batch {total - left + 1}/{total}" if left else "all batches sent"
 
     def next_batch(self) -> None:
         """Publish the demo's next batch (one at a time)."""
-        if not self.backend.demo:
+        demo = self.backend.demo
+        if demo is None:
             return
         if not self._ready():
             self.app.notify("the demo is still starting", severity="warning")
@@ -183,7 +185,7 @@ class Control:
         if "demo" in self.busy:
             self.app.notify("still publishing the previous batch", severity="warning")
             return
-        if not self.backend.batches_left():
+        if not demo.batches_left():
             self.app.notify("all demo batches are published")
             return
         self.busy.add("demo")
@@ -192,7 +194,10 @@ class Control:
 
     def _publish(self) -> None:
         try:
-            text = self.backend.next_batch()
+            demo = self.backend.demo
+            if demo is None:
+                raise RuntimeError("not a demo: there are no batches to publish")
+            text = demo.next_batch()
         except Exception as exc:  # noqa: BLE001 - shown in words
             self.app.post_message(m.BatchPublished("", one_line(exc)))
             return

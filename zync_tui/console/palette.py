@@ -49,7 +49,7 @@ def console_commands(app: ConsoleActions) -> Iterator[SystemCommand]:
         yield SystemCommand("Start all loops", "from-kafka, ETL, to-kafka and apply (a)", app.action_start_all)
         yield SystemCommand("Stop all loops", "from-kafka, ETL, to-kafka and apply (x)", app.action_stop_all)
         yield SystemCommand("Run one ETL pass now", "Run a pass and show what it did (p)", app.action_etl_pass)
-    if app.backend.demo:
+    if app.backend.demo is not None:
         yield SystemCommand("Publish next demo batch", "Send the next invoices batch to Kafka (n)", app.action_next_batch)
 
 

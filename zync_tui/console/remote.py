@@ -77,7 +77,7 @@ class ApiBackend:
         clock: Any = time.time,
     ) -> None:
         self.hosted = hosted
-        self.demo = demo
+        self.demo: ApiDemo | None = ApiDemo(self) if demo else None
         self.clock = clock
         self.title = "zync demo" if demo else "zync"
         self._asked_read_only = read_only
@@ -264,26 +264,18 @@ class ApiBackend:
 
     # -- the demo -------------------------------------------------------------------------
 
-    def _demo(self) -> tuple[Endpoint, dict[str, Any]] | None:
+    def demo_status(self) -> tuple[Endpoint, dict[str, Any]] | None:
+        """The process serving the demo, and its batches (its status document's
+        ``demo``); None when none does."""
         for endpoint in self.endpoints:
             doc = self._status(endpoint, "demo")
             if doc is not None and doc.get("demo") is not None:
                 return endpoint, doc["demo"]
         return None
 
-    def next_batch(self) -> str:
-        found = self._demo()
-        if found is None:
-            raise RuntimeError("not a demo: there are no batches to publish")
-        return str(self._post(found[0], "/v1/demo/next-batch")["message"])
-
-    def batches_left(self) -> int:
-        found = self._demo()
-        return int(found[1]["batches_left"]) if found else 0
-
-    def batches_total(self) -> int:
-        found = self._demo()
-        return int(found[1]["batches_total"]) if found else 0
+    def post(self, endpoint: Endpoint, path: str) -> dict[str, Any]:
+        """A control request (``POST path``) to ``endpoint``; its JSON answer."""
+        return dict(self._post(endpoint, path))
 
     # -- what the processes said --------------------------------------------------------
 
@@ -332,3 +324,25 @@ def _entry(data: dict[str, Any]) -> LogEntry:
         at = datetime.fromisoformat(data["time"]).timestamp()
     message = str(data.get("message", ""))
     return LogEntry(float(at), level, str(source), message.splitlines()[0] if message else "")
+
+
+class ApiDemo:
+    """The demo's batches, through the API of the process that serves the demo
+    (``POST /v1/demo/next-batch``, and its status document's ``demo``)."""
+
+    def __init__(self, backend: ApiBackend) -> None:
+        self._backend = backend
+
+    def next_batch(self) -> str:
+        found = self._backend.demo_status()
+        if found is None:
+            raise RuntimeError("not a demo: there are no batches to publish")
+        return str(self._backend.post(found[0], "/v1/demo/next-batch")["message"])
+
+    def batches_left(self) -> int:
+        found = self._backend.demo_status()
+        return int(found[1]["batches_left"]) if found else 0
+
+    def batches_total(self) -> int:
+        found = self._backend.demo_status()
+        return int(found[1]["batches_total"]) if found else 0
