@@ -510,7 +510,8 @@ def test_the_broker_paused_makes_it_unready_not_dead(stack: Stack, broker: Any) 
             return client.get("/readyz").status_code == 200
 
     wait_for(ready, 90, "/readyz to be 200 again")
-    assert value(ingest.metrics(), "zync_kafka_up", loop="from-kafka") == 1
+    # /metrics renders a snapshot kept half a second; /readyz looks now
+    wait_for(lambda: value(ingest.metrics(), "zync_kafka_up", loop="from-kafka") == 1, 10, "zync_kafka_up 1")
 
 
 @pytest.fixture
