@@ -21,7 +21,8 @@ With ``--api PORT`` the ``zync run`` serves its API on 127.0.0.1:PORT (a token i
 ``$ZYNC_CONTROL_TOKEN``), ``--scrape`` scrapes its /metrics every second and prints the
 scrapes' p95, ``--hostile`` keeps a hostile client at it (bench/api_load.py: rounds of
 1,000 concurrent scrapes, malformed requests, a slowloris connection) while the rates
-are measured.
+are measured; ``--no-api`` runs ``zync run --no-api`` (no socket, no port), to weigh
+the API's cost.
 
 Every output is checked: one per pair, with the right customer and status, none twice;
 so is every table row. The bars (issues "Latency III" and 37): p50 <= 1 s and p95 <= 2 s
@@ -356,9 +357,12 @@ def main() -> None:
     parser.add_argument("--etl-interval", default=None, help="passed to zync run")
     parser.add_argument("--log", type=Path, help="keep `zync run`'s output in this file")
     parser.add_argument("--api", type=int, default=0, help="serve the API on this port (0: a free one)")
+    parser.add_argument("--no-api", action="store_true", help="`zync run --no-api`: no socket, no port (the API's cost)")
     parser.add_argument("--scrape", action="store_true", help="scrape /metrics every second")
     parser.add_argument("--hostile", action="store_true", help="a hostile client at the API")
     args = parser.parse_args()
+    if args.no_api and (args.scrape or args.hostile):
+        parser.error("--no-api serves nothing to scrape")
     rates = [float(r) for r in args.rates.split(",")]
 
     from engine.local.broker import start_broker
@@ -398,8 +402,8 @@ def main() -> None:
         from engine.local.processes import free_port
 
         port = args.api or free_port()
-        argv = [str(Path(sys.executable).parent / "zync"), "run", str(CONFIG),
-                "--lake", str(work / "lake"), "--http", f"127.0.0.1:{port}"]  # fmt: skip
+        argv = [str(Path(sys.executable).parent / "zync"), "run", str(CONFIG), "--lake", str(work / "lake")]
+        argv += ["--no-api"] if args.no_api else ["--http", f"127.0.0.1:{port}"]
         if args.etl_interval:
             argv += ["--etl-interval", args.etl_interval]
         started = time.monotonic()
