@@ -131,11 +131,7 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
         )
         assert reads == [(version, version)]  # one read of the commit for 50 outputs
     finally:
-        stop.set()
-        for d in deliveries:
-            d.wake()
-        thread.join(60)
-    assert not thread.is_alive()
+        _stop(deliveries, stop, thread)
     assert not errors, errors
 
     # a restart resumes each output from its committed position: nothing twice
@@ -180,13 +176,18 @@ def test_outputs_of_an_empty_pool_wait_for_its_first_commit_before_starting(lake
         stage_all(pool, counts, 2)
         _wait(lambda: all(d.status().delivered_offset == 1 for d in deliveries), 60, "the first commit")
     finally:
-        stop.set()
-        for d in deliveries:
-            d.wake()
-        thread.join(60)
-    assert not thread.is_alive()
+        _stop(deliveries, stop, thread)
     assert sum(kind == "started" for kind, _ in events) == len(topics)
     assert read_all(kafka, topics, expect=2 * len(topics)) == {t: [0, 1] for t in topics}
+
+
+def _stop(deliveries: Any, stop: threading.Event, thread: threading.Thread) -> None:
+    """Stop deliveries running continuously in ``thread``, and see them end."""
+    stop.set()
+    for d in deliveries:
+        d.wake()
+    thread.join(60)
+    assert not thread.is_alive()
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> None:
