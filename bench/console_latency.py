@@ -275,7 +275,23 @@ def forwarding_backend(settings: Any, work: Path) -> Any:
     (where / "zync_forwarding_engine.py").write_text(source)
     sys.path.insert(0, str(where))  # the manager's spawned child imports it by name too
     module = importlib.import_module("zync_forwarding_engine")
-    return module.EngineProcess(settings)
+    return _DemoAsCapability(module.EngineProcess(settings))
+
+
+class _DemoAsCapability:
+    """The earlier engine process as today's console asks a backend: its demo batches
+    behind ``backend.demo`` (None outside the demo), where it had a flag and the three
+    calls on itself; everything else forwarded as it is."""
+
+    def __init__(self, process: Any) -> None:
+        self._process = process
+
+    @property
+    def demo(self) -> Any:
+        return self._process if self._process.demo else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._process, name)
 
 
 async def until(pilot: Any, predicate: Callable[[], bool], limit: float, what: str) -> None:
