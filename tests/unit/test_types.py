@@ -6,6 +6,7 @@ import decimal
 import io
 import json
 import math
+import random
 from typing import Any
 
 import fastavro
@@ -185,6 +186,39 @@ def test_json_value_inference() -> None:
     assert json_value_to_spark([]) == T.StringType()
     assert json_value_to_spark(["a", "b"]) == T.StringType()
     assert json_value_to_spark([1, 2]) == T.LongType()
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    """A random JSON value: every kind, nested objects and arrays, mixed elements."""
+    if depth > 3 or rng.random() < 0.5:
+        return rng.choice(
+            [None, True, False, 0, -3, 2**70, 1.5, "x", "", [], [1, None], [1.0, "a"], [1, 2.5],
+             [True, 1], {}, [{}], [{"a": 1}, {"b": "x"}], [[1], [2.0]]]
+        )  # fmt: skip
+    if rng.random() < 0.6:
+        return {rng.choice("abcde"): _value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    return [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+
+
+def test_json_typing_is_the_merge_of_each_values_type() -> None:
+    """json_value_to_spark merges plain Python shapes and makes one Spark type at the end;
+    it must give exactly what typing each value and merging with merge_spark_types
+    gives (the rules it restates), field order included."""
+    from engine.kafka.typemap.to_spark import _json_type
+
+    rng = random.Random(41)
+    samples = [[_value(rng) for _ in range(rng.randint(0, 25))] for _ in range(1500)]
+    samples += [[None], [{"a": None}, {"a": {"b": 1}}], [{"a": [None]}, {"a": [{"x": 1}]}], [1, True], ["s", {}], [[1], "x"]]
+    for values in samples:
+        merged = None
+        for value in values:
+            if value is not None:
+                one = _json_type(value)
+                merged = one if merged is None else merge_spark_types(merged, one)
+        expected = T.NullType() if merged is None else merged
+        got = json_value_to_spark(values, unknown="null")
+        assert got == expected, values
+        assert got.json() == expected.json(), values  # the same field order
 
 
 def test_merge_spark_types() -> None:

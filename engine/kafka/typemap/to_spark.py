@@ -239,17 +239,58 @@ def json_value_to_spark(values: Iterable[Any], *, unknown: str = "string") -> Da
     Debezium ``before`` null in every create of a first batch is a row in the updates
     of the next — and readers read it as text until then (:func:`readable`).
     """
+    shape: Any = _NULL
+    for value in values:
+        shape = _absorb(shape, value)
+    result = _spark_of(shape)
+    return readable(result) if unknown == "string" else result
+
+
+#: The type of a JSON value as plain Python while many are merged (one Spark type is
+#: made at the end): ``_NULL``; "b", "i", "f", "s" (boolean, long, double, string — and a
+#: conflict, which is read as the JSON text); a dict of field → type (first-seen order);
+#: ("a", element type). :func:`merge_spark_types`'s rules for what JSON gives; a topic's
+#: batch of 60-column samples typed with Spark's objects and merged took ~20 ms.
+_NULL = "n"
+
+
+def _absorb(shape: Any, value: Any) -> Any:
+    """``shape`` widened to take ``value`` too (a dict shape is extended in place)."""
+    if value is None:
+        return shape
+    if isinstance(value, dict):
+        if shape == _NULL:
+            shape = {}
+        elif not isinstance(shape, dict):
+            return "s"
+        for key, item in value.items():
+            name = str(key)
+            shape[name] = _absorb(shape.get(name, _NULL), item)
+        return shape
+    if isinstance(value, (list, tuple)):
+        if shape == _NULL:
+            element: Any = _NULL
+        elif isinstance(shape, tuple):
+            element = shape[1]
+        else:
+            return "s"
+        for item in value:
+            element = _absorb(element, item)
+        return ("a", element)
+    kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f" if isinstance(value, float) else "s"
+    if shape in (_NULL, kind):
+        return kind
+    return "f" if isinstance(shape, str) and {shape, kind} == {"i", "f"} else "s"
+
+
+def _spark_of(shape: Any) -> DataType:
     from pyspark.sql import types as T  # deferred: pyspark
 
-    result: DataType | None = None
-    for value in values:
-        if value is None:
-            continue
-        one = _json_type(value)
-        result = one if result is None else merge_spark_types(result, one)
-    if result is None:
-        result = T.NullType()
-    return readable(result) if unknown == "string" else result
+    if isinstance(shape, dict):
+        return T.StructType([T.StructField(name, _spark_of(item), True) for name, item in shape.items()])
+    if isinstance(shape, tuple):
+        return T.ArrayType(_spark_of(shape[1]), True)
+    return {_NULL: T.NullType, "b": T.BooleanType, "i": T.LongType, "f": T.DoubleType}.get(shape, T.StringType)()
 
 
 def fill_null_fields(data_type: DataType, values: Iterable[Any]) -> DataType:
