@@ -220,6 +220,27 @@ def test_exit_after_counts_once_every_partition_answered(kafka, lake: Lake) -> N
             assert len(pool_rows(lake, f"Quick{run}_{n}")) == 30
 
 
+def test_a_new_pool_starts_where_retention_left_the_partition(kafka, lake: Lake) -> None:
+    """A new pool's partitions are assigned at offset 0 (``FIRST_OFFSET``), not the
+    consumer's logical beginning: where retention has removed the first records, the
+    consumer moves to the log's start and reads every record left, nothing else."""
+    topic = name("retained")
+    clients.ensure_topic(kafka, topic, partitions=2)
+    send(kafka, topic, [(i % 2, None, json.dumps({"i": i}).encode()) for i in range(40)])
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    gone = admin.delete_records([TopicPartition(topic, 0, 6), TopicPartition(topic, 1, 3)])
+    for future in gone.values():
+        future.result(30)  # the log starts at offsets 6 and 3 now
+    stats = Ingest([IngestInput(topic, "Retained")], lake=lake, kafka=kafka,
+                   options=IngestOptions(exit_after=0.5, create_pools=True)).run()  # fmt: skip
+    rows = pool_rows(lake, "Retained")
+    held = sorted((r["kafka"]["partition"], r["kafka"]["offset"]) for r in rows)
+    assert held == [(0, o) for o in range(6, 20)] + [(1, o) for o in range(3, 20)]
+    assert stats.records == len(rows) == 31
+
+
 def test_yaml_inputs_many_topics_to_many_pools(kafka, lake: Lake, tmp_path: Path) -> None:
     from zync_tui.commands.ingest import make_app
 
