@@ -110,9 +110,8 @@ class Producer:
         client = SchemaRegistryClient({"url": registry_url})
         self._ctx = SerializationContext
         self._field = MessageField
-        # the subjects <topic>-key/-value as Kafka Connect names them (confluent-kafka's
-        # default asks the registry for the topic's associated subject at every message)
-        topic_subjects = {"subject.name.strategy.type": "TOPIC"}
+        from bench.width import TOPIC_SUBJECTS as topic_subjects  # as Kafka Connect names them
+
         self._key = AvroSerializer(client, json.dumps(KEY), conf=topic_subjects)
         self._values = {
             "Invoices": AvroSerializer(client, json.dumps(INVOICE), conf=topic_subjects),
