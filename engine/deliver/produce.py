@@ -43,7 +43,6 @@ TXN_TIMEOUT = 60.0
 MAX_FAILURES = 5
 
 
-
 def transactional_id(topic: str) -> str:
     """Derived from the topic: a restarted delivery fences the previous one."""
     return f"zync-to-kafka-{topic}"
@@ -87,7 +86,7 @@ class Transactions:
         # deferred: confluent_kafka (librdkafka)
         from confluent_kafka import KafkaException
 
-        from engine.kafka.clients import producer
+        from engine.kafka.clients import look_at_cluster, producer
 
         made = producer(
             self.kafka,
@@ -97,6 +96,9 @@ class Transactions:
                 "error_cb": self.faults.error_cb,
             },
         )
+        # else its coordinator lookup may go out on the bootstrap connection librdkafka
+        # drops, and be asked again 500 ms later
+        look_at_cluster(made, self.topic)
         try:
             # fences the previous incarnation and completes its open transaction
             self.faults.wait(made, made.init_transactions, "starting the producer")

@@ -8,7 +8,6 @@ subscribing consumer."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,14 @@ from confluent_kafka import KafkaException, TopicPartition
 from engine.ingest.errors import IngestError
 from engine.ingest.group_mirror import SubscribedMirror
 from engine.ingest.positions import tp_list
-from engine.kafka.clients import FIRST_OFFSET, check_reachable, consumer, fetched_watermarks, where
+from engine.kafka.clients import (
+    FIRST_OFFSET,
+    check_reachable,
+    consumer,
+    fetched_watermarks,
+    look_at_cluster,
+    where,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError
@@ -84,12 +90,7 @@ class Assignment:
     def _assign(self) -> Consumer:
         topics = self._topics()
         client = consumer(self._kafka, extra={"error_cb": self._error_cb})
-        # the consumer's own look at the cluster before it is assigned: librdkafka does not
-        # ask for the metadata of topics assigned to it, its next scan (each second) does,
-        # so the first fetch of a fresh consumer waited up to a second (0.9 s in half the
-        # starts over 200 topics). Best effort: without it, that scan still comes.
-        with contextlib.suppress(KafkaException):
-            client.list_topics(timeout=5)
+        look_at_cluster(client)  # else its first fetch waits for librdkafka's next scan
         assignment = []
         for item in self._inputs:
             state = self._shared.pools[item.pool]

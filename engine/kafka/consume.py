@@ -24,7 +24,6 @@ skipped; with ``strict`` it raises :class:`UndecodableRecord` instead.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -207,9 +206,13 @@ def _records(
     should_stop: Callable[[], bool] | None,
     make_consumer: Any,
 ) -> Generator[dict[str, Any]]:
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition  # deferred: librdkafka
+    from confluent_kafka import KafkaError, TopicPartition  # deferred: librdkafka
 
-    from engine.kafka.clients import FIRST_FETCH_GRACE, fetched_watermarks  # deferred: librdkafka
+    from engine.kafka.clients import (  # deferred: librdkafka
+        FIRST_FETCH_GRACE,
+        fetched_watermarks,
+        look_at_cluster,
+    )
 
     assigned = options.group is None
     idle_since = time.monotonic()
@@ -235,10 +238,7 @@ def _records(
         kafka.subscribe([options.topic], on_assign=on_assign)
     else:
         kafka = make_consumer(profile)
-        # its own look at the topic first: librdkafka asks for an assigned topic's
-        # metadata only at its next scan (each second), and fetches nothing before
-        with contextlib.suppress(KafkaException):
-            kafka.list_topics(options.topic, timeout=5)
+        look_at_cluster(kafka, options.topic)  # else it fetches nothing before its next scan
         kafka.assign([TopicPartition(options.topic, p, start) for p in partitions])
     count = 0
     try:

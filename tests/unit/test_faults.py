@@ -336,3 +336,33 @@ def test_a_retriable_answer_is_asked_again_and_a_fatal_one_raised() -> None:
 
     with pytest.raises(KafkaException):
         handler.wait(FakeProducer(0, answers=True), denied, "starting the producer")  # type: ignore[arg-type]
+
+
+def test_a_transactional_producer_looks_at_the_cluster_before_init_transactions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """librdkafka drops its bootstrap connection once metadata names the brokers; a
+    coordinator lookup sent on it before then dies with it and is asked again 500 ms
+    later. The producer's own metadata request comes first, so the lookup never does."""
+    import engine.kafka.clients as clients
+    from engine.deliver.produce import Transactions
+
+    calls: list[str] = []
+
+    class Recording:
+        def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+            calls.append(f"list_topics {topic}")
+
+        def init_transactions(self, timeout: float) -> None:
+            calls.append("init_transactions")
+
+    monkeypatch.setattr(clients, "producer", lambda *args, **kwargs: Recording())
+    status, _ = board()
+    Transactions(KAFKA, "out", status).start()
+    assert calls == ["list_topics out", "init_transactions"]
+
+
+def test_a_cluster_that_does_not_answer_the_look_is_left_to_the_next_call() -> None:
+    from engine.kafka.clients import look_at_cluster
+
+    look_at_cluster(FakeProducer(0, answers=False), "out", timeout=0.01)  # type: ignore[arg-type]
