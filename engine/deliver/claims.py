@@ -24,13 +24,24 @@ from engine.deliver.errors import DeliveryError
 from engine.deliver.positions import READ_WAIT, TAIL_READER
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from engine.deliver.positions import PoolIdentity
+    from engine.kafka.clients import TopicSpec
     from engine.settings.kafka import KafkaProfile
 
 #: The topic holding every output topic's claim.
 CLAIMS_TOPIC = "_zync-to-kafka-claims"
 #: Its settings: the latest claim of each output topic is kept forever.
 CLAIMS_CONFIG = {"cleanup.policy": "compact"}
+
+
+def claims_spec() -> TopicSpec:
+    """How :data:`CLAIMS_TOPIC` is made when missing: one partition, the brokers'
+    replication, compacted."""
+    from engine.kafka.clients import TopicSpec  # deferred: librdkafka
+
+    return TopicSpec(1, -1, CLAIMS_CONFIG)
 
 
 @dataclass(frozen=True)
@@ -68,19 +79,32 @@ class Claim:
             return None
 
 
-def ensure_claims_topic(kafka: KafkaProfile) -> None:
-    """Create :data:`CLAIMS_TOPIC` when missing; one line saying what to do if Kafka
-    refuses."""
-    from engine.kafka.clients import KafkaUnavailable, ensure_topic  # deferred: librdkafka
+def claims_refused(exc: Exception) -> DeliveryError:
+    """Kafka's refusal to make :data:`CLAIMS_TOPIC`, with what to do about it."""
+    return DeliveryError(
+        f"{exc}; to-kafka keeps which staging pool delivers each output topic in "
+        f"{CLAIMS_TOPIC!r}: create it (compacted, one partition) or let zync's user "
+        "create it"
+    )
+
+
+def ensure_with_claims(
+    kafka: KafkaProfile, wanted: Mapping[str, TopicSpec]
+) -> dict[str, tuple[list[int], bool]] | None:
+    """The ``wanted`` output topics and :data:`CLAIMS_TOPIC` made ready in one look at
+    the cluster: each output topic's partitions and whether it was created. None when
+    Kafka cannot be reached or refuses: the caller then makes each ready on its own,
+    which waits, or says why, as it should."""
+    # deferred: confluent_kafka
+    from confluent_kafka import KafkaException
+
+    from engine.errors import ZyncError
+    from engine.kafka.clients import ensure_topics
 
     try:
-        ensure_topic(kafka, CLAIMS_TOPIC, partitions=1, replication=-1, config=CLAIMS_CONFIG)
-    except KafkaUnavailable as exc:
-        raise DeliveryError(
-            f"{exc}; to-kafka keeps which staging pool delivers each output topic in "
-            f"{CLAIMS_TOPIC!r}: create it (compacted, one partition) or let zync's user "
-            "create it"
-        ) from None
+        return ensure_topics(kafka, {**wanted, CLAIMS_TOPIC: claims_spec()}, timeout=5.0)
+    except (ZyncError, KafkaException):
+        return None
 
 
 def read_claim(kafka: KafkaProfile, topic: str, timeout: float = 30.0) -> Claim | None:

@@ -131,12 +131,8 @@ def prepare_topics(deliveries: Sequence[Delivery]) -> None:
     prepared`): one by one, 400 outputs took a minute to start. When Kafka cannot be
     reached or refuses, nothing is prepared: each delivery does it itself, and waits or
     says why as it always did."""
-    # deferred: confluent_kafka
-    from confluent_kafka import KafkaException
-
-    from engine.deliver.claims import CLAIMS_CONFIG, CLAIMS_TOPIC
-    from engine.errors import ZyncError
-    from engine.kafka.clients import TopicSpec, ensure_topics
+    from engine.deliver.claims import ensure_with_claims
+    from engine.kafka.clients import TopicSpec  # deferred: confluent_kafka
 
     clusters: list[list[Delivery]] = []
     for delivery in deliveries:
@@ -146,15 +142,11 @@ def prepare_topics(deliveries: Sequence[Delivery]) -> None:
         else:
             same.append(delivery)
     for cluster in clusters:
-        if len(cluster) < 2:
-            continue  # one delivery: its own look is as quick
         wanted = {
             d.topic: TopicSpec(d.partitions_wanted, d.replication) for d in cluster
         }
-        wanted[CLAIMS_TOPIC] = TopicSpec(1, -1, CLAIMS_CONFIG)
-        try:
-            ready = ensure_topics(cluster[0].kafka, wanted, timeout=5.0)
-        except (ZyncError, KafkaException):
+        ready = ensure_with_claims(cluster[0].kafka, wanted)
+        if ready is None:
             continue
         for d in cluster:
             d.prepared = ready[d.topic]

@@ -334,7 +334,7 @@ class Delivery:
         self._board.set(
             delivered_offset=last if delivered is None else max(last, delivered),
             records_delivered=status.records_delivered + produced,
-            bytes_delivered=status.bytes_delivered + sum(map(len, filter(None, batch.values))),
+            bytes_delivered=status.bytes_delivered + batch.value_bytes(),
             last_produce_time=time.time() if produced else status.last_produce_time,
             rate=len(rows) / elapsed,
             last_error=None,
@@ -367,20 +367,22 @@ def _topic_ready(delivery: Delivery) -> tuple[list[int], bool]:
     ready with the other outputs' (:func:`~engine.deliver.deliveries.prepare_topics`),
     else created here when missing, and the claims topic with it."""
     # deferred: confluent_kafka
-    from engine.deliver.claims import ensure_claims_topic
-    from engine.kafka.clients import ensure_topic
+    from engine.deliver.claims import CLAIMS_TOPIC, claims_refused, claims_spec
+    from engine.kafka.clients import TopicRefused, TopicSpec, ensure_topics
 
     prepared, delivery.prepared = delivery.prepared, None
     if prepared is not None:
         return prepared
-    ready = ensure_topic(
-        delivery.kafka,
-        delivery.topic,
-        partitions=delivery.partitions_wanted,
-        replication=delivery.replication,
-    )
-    ensure_claims_topic(delivery.kafka)
-    return ready
+    wanted = {
+        delivery.topic: TopicSpec(delivery.partitions_wanted, delivery.replication),
+        CLAIMS_TOPIC: claims_spec(),
+    }
+    try:  # one look at the cluster for both
+        return ensure_topics(delivery.kafka, wanted)[delivery.topic]
+    except TopicRefused as exc:
+        if exc.topic == CLAIMS_TOPIC:
+            raise claims_refused(exc) from None
+        raise
 
 
 def heartbeat_of(delivery: Delivery) -> Heartbeat:

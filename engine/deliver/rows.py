@@ -7,7 +7,7 @@ messages one Kafka transaction produces, column by column.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import pyarrow as pa
@@ -113,9 +113,21 @@ class Batch:
     partitions: list[int] | None = None
     steps: list[int] | None = None
     times: list[int] | None = None
+    #: the bytes of the values, counted once (:meth:`value_bytes`)
+    _value_bytes: int | None = field(default=None, repr=False, compare=False)
+    #: which messages carry position headers, when the envelope works that out ahead
+    #: of producing (the jdbc envelope to several partitions)
+    anchors: tuple[list[int], set[int]] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def value_bytes(self) -> int:
+        """The bytes of the messages' values (tombstones count 0): counted where the
+        batch is encoded, off the producing thread."""
+        if self._value_bytes is None:
+            self._value_bytes = sum(map(len, filter(None, self.values)))
+        return self._value_bytes
 
     def partition_list(self) -> list[int]:
         if self.partitions is not None:

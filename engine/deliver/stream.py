@@ -80,7 +80,7 @@ def produce_ahead(
                         raise item
                     else:
                         chunk, selected = item
-                        inflight.append((chunk, pool.submit(encode, selected)))
+                        inflight.append((chunk, pool.submit(_encoded, encode, selected)))
                 if not inflight:
                     return True
                 started = time.monotonic()
@@ -96,3 +96,10 @@ def produce_ahead(
             quit_reading.set()
             for _, future in inflight:
                 future.cancel()
+
+
+def _encoded(encode: Callable[[_Selected], Batch], selected: _Selected) -> Batch:
+    """``encode(selected)``, with what the producing thread would otherwise count."""
+    batch = encode(selected)
+    batch.value_bytes()
+    return batch

@@ -76,6 +76,14 @@ class TopicNotFound(ZyncError):
     pass
 
 
+class TopicRefused(KafkaUnavailable):
+    """Kafka refused to create ``topic`` (the message says why)."""
+
+    def __init__(self, topic: str, message: str) -> None:
+        super().__init__(message)
+        self.topic = topic
+
+
 @dataclass
 class ErrorLog:
     """The latest client-level error librdkafka reported (e.g. all brokers down)."""
@@ -302,8 +310,8 @@ def ensure_topics(
                 except KafkaException as exc:
                     error = exc.args[0]
                     if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                        raise KafkaUnavailable(
-                            f"cannot create topic {name!r}: {error.str()}"
+                        raise TopicRefused(
+                            name, f"cannot create topic {name!r}: {error.str()}"
                         ) from None
             # the broker answering metadata may learn of a new topic a moment after the
             # controller created it (KRaft): look again until it does

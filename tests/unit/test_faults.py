@@ -366,3 +366,30 @@ def test_a_cluster_that_does_not_answer_the_look_is_left_to_the_next_call() -> N
     from engine.kafka.clients import look_at_cluster
 
     look_at_cluster(FakeProducer(0, answers=False), "out", timeout=0.01)  # type: ignore[arg-type]
+
+
+def test_a_refused_claims_topic_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both topics are made ready in one look; a refusal of the claims topic says what
+    to do about it, one of the output topic is Kafka's own words."""
+    import engine.kafka.clients as clients
+    from engine.deliver.claims import CLAIMS_TOPIC
+    from engine.deliver.delivery_options import DeliveryOptions
+    from engine.deliver.loop import Delivery, _topic_ready
+    from engine.kafka.clients import TopicRefused
+
+    looks: list[list[str]] = []
+    refused = CLAIMS_TOPIC
+
+    def ensure_topics(profile: KafkaProfile, topics: dict[str, Any], **_: Any) -> Any:
+        looks.append(sorted(topics))
+        raise TopicRefused(refused, f"cannot create topic {refused!r}: Broker: Topic authorization failed")
+
+    monkeypatch.setattr(clients, "ensure_topics", ensure_topics)
+    options = DeliveryOptions(kafka=KAFKA, format="json")
+    delivery = Delivery(object(), "Staging", "out", options)  # type: ignore[arg-type]
+    with pytest.raises(DeliveryError, match=r"create it \(compacted, one partition\)"):
+        _topic_ready(delivery)
+    assert looks == [sorted(["out", CLAIMS_TOPIC])]
+    refused = "out"
+    with pytest.raises(TopicRefused, match="cannot create topic 'out'"):
+        _topic_ready(delivery)

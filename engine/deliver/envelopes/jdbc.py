@@ -126,10 +126,9 @@ class JdbcEnvelope(Envelope):
     def _ramp(self) -> Iterator[int]:
         """Transaction sizes of a pass: small at first, so that producing starts while
         the next records are still read and encoded, then ``batch_records``."""
-        size = min(FIRST_TRANSACTION, self.parts.batch_records)
+        yield min(FIRST_TRANSACTION, self.parts.batch_records)
         while True:
-            yield size
-            size = min(size * 4, self.parts.batch_records)
+            yield self.parts.batch_records
 
     def _select(self, rows: Rows) -> Selected:
         """The records of ``rows`` not delivered yet, with their partition (one for all,
@@ -167,6 +166,7 @@ class JdbcEnvelope(Envelope):
             values.encode(rows.values) if value_bytes is None else value_bytes,
             partition=partition,
             partitions=partitions,
+            anchors=None if partitions is None else _anchors(partitions),
         )
 
     def write(self, batch: Batch, out: Transactions) -> None:
@@ -216,7 +216,7 @@ def _write_partitioned(batch: Batch, out: Transactions, identity: Headers) -> No
     produce, send = out.producer.produce, out.send
     topic = out.topic
     partitions = batch.partition_list()
-    anchors, lasts = _anchors(partitions)
+    anchors, lasts = batch.anchors or _anchors(partitions)  # worked out when encoded
     values, keys, offsets = batch.values, batch.keys, batch.offsets
     start = 0
     for anchor in [*anchors, len(partitions)]:
