@@ -1,59 +1,45 @@
 """Names a module exports without importing them until first used (PEP 562).
 
-A module lists where each of its names comes from once, as ``from X import Y`` under
-``if TYPE_CHECKING:``: type checkers read those imports, and :func:`lazy_names` reads them
-too (from the module's source, at the first use of a name), so the module itself loads
-nothing. :mod:`engine.api` is such a module.
+Such a module writes down, in one dict, each public name and the module it comes from
+(``"Ingest": "engine.ingest.loop"``, or ``"dump_starter_config":
+"engine.etl.starter:dump"`` for a name given another there); :func:`lazy_names` makes the
+``__getattr__`` that imports a name the first time it is used, so importing the module
+itself loads nothing. Type checkers cannot follow a dict: the module also imports every
+name under ``if TYPE_CHECKING:``, which costs nothing at run time, and a test checks the
+two agree. :mod:`engine.api` is such a module.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-from collections.abc import Callable, Collection, MutableMapping
-from functools import cache
-from pathlib import Path
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 
-def type_checking_imports(source: Path) -> dict[str, tuple[str, str]]:
-    """Each name imported under ``if TYPE_CHECKING:`` in ``source``: its module and its
-    name there."""
-    tree = ast.parse(source.read_text(encoding="utf-8"))
-    block = next(
-        node
-        for node in tree.body
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-    )
-    return {
-        alias.asname or alias.name: (node.module or "", alias.name)
-        for node in block.body
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
+def origin(where: str, name: str) -> tuple[str, str]:
+    """``(module, name there)`` of a public ``name`` written ``module`` or
+    ``module:name``."""
+    module, _, there = where.partition(":")
+    return module, there or name
 
 
 def lazy_names(
-    module: str, source: str, public: Collection[str], namespace: MutableMapping[str, Any]
-) -> tuple[Callable[[], dict[str, tuple[str, str]]], Callable[[str], Any], Callable[[], list[str]]]:
-    """For module ``module`` (its file ``source``, its ``public`` names, its
-    ``namespace``): ``origins()`` (each public name's module and name there),
-    ``__getattr__`` (imports a public name on first use and keeps it in the namespace)
-    and ``__dir__``."""
-
-    @cache
-    def origins() -> dict[str, tuple[str, str]]:
-        return type_checking_imports(Path(source))
+    module: str, origins: Mapping[str, str], namespace: MutableMapping[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """For module ``module`` (its public names and where each comes from, ``origins``;
+    its ``namespace``): ``__getattr__`` (imports a public name on first use and keeps it
+    in the namespace) and ``__dir__``."""
 
     def getattr_(name: str) -> Any:
-        where = origins().get(name) if name in public else None
+        where = origins.get(name)
         if where is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(where[0]), where[1])
+        source, there = origin(where, name)
+        value = getattr(importlib.import_module(source), there)
         namespace[name] = value
         return value
 
     def dir_() -> list[str]:
-        return sorted({*namespace, *public})
+        return sorted({*namespace, *origins})
 
-    return origins, getattr_, dir_
+    return getattr_, dir_
