@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.apply.read import StagingChanges
+from engine.apply.staging_changes import StagingChanges
 from engine.errors import ZyncError
 from engine.lake.lake_tables import LakeTable, TableError, lake_tables, open_table
 from engine.lake.pool_errors import PoolError

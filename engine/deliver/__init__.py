@@ -19,10 +19,10 @@ Exactly once, across kill -9 at any moment (docs/design.md#exactly-once-to-kafka
   produced by comparing its position with its partition's (:mod:`~engine.deliver.ledger`);
 * records are produced in Kafka transactions by a producer whose transactional id is
   derived from the topic, which fences a killed process's zombie
-  (:mod:`~engine.deliver.produce`); a second to-kafka on the same topic is refused at
+  (:mod:`~engine.deliver.transactions`); a second to-kafka on the same topic is refused at
   once on this machine (:mod:`~engine.deliver.lock`).
 
-Reading (:mod:`~engine.deliver.read`): the first pass reads the snapshot's files in
+Reading (:mod:`~engine.deliver.staging_reader`): the first pass reads the snapshot's files in
 commit order, later passes only the versions committed since, through the Delta log's
 change data feed. Envelopes (:mod:`~engine.deliver.envelopes`, one module each) make
 the messages: ``jdbc`` (default), ``debezium``, ``differential`` and ``materialize``

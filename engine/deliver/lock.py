@@ -1,7 +1,7 @@
 """One delivery per topic on this machine: an ``flock`` under ``<zync home>/locks/``.
 
 A second to-kafka on the same topic is refused at once here; one on another host is
-fenced by Kafka (the transactional id, see :mod:`engine.deliver.produce`).
+fenced by Kafka (the transactional id, see :mod:`engine.deliver.transactions`).
 """
 
 from __future__ import annotations

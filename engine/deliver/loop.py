@@ -25,12 +25,12 @@ from engine.deliver.ledger import Ledger
 from engine.deliver.lock import topic_lock
 from engine.deliver.output_shaper import Shaper, load_shaper
 from engine.deliver.positions import PoolIdentity
-from engine.deliver.produce import Transactions, transactional_id
-from engine.deliver.read import StagingReader
 from engine.deliver.record_types import RecordTypes
 from engine.deliver.rows import Batch, Rows
+from engine.deliver.staging_reader import StagingReader
 from engine.deliver.starting import await_first_output, open_staging_pool, start_turn
 from engine.deliver.status_board import DeliveryEvent, DeliveryStatus, StatusBoard
+from engine.deliver.transactions import Transactions, transactional_id
 from engine.errors import ZyncError
 from engine.heartbeat import Heartbeat
 from engine.kafka.codecs.formats import Format

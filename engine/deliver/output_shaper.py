@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-    from engine.deliver.read import StagingReader
+    from engine.deliver.staging_reader import StagingReader
 
 
 def load_shaper(shaper: str | Path | None) -> str | None:

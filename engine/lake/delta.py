@@ -183,7 +183,7 @@ def commit_arrow(
     if any(column.num_chunks > 1 for column in data.columns):
         # delta-rs writes the record batches of a table in parallel, so their rows can
         # land in a file in another order; a pool's readers take rows in file order as
-        # commit order when they can (engine.deliver.read), so the table goes as one
+        # commit order when they can (engine.deliver.staging_reader), so the table goes as one
         data = data.combine_chunks()
     try:
         write_deltalake(

@@ -255,7 +255,7 @@ def test_etl_outputs_are_shipped_as_staged_and_read_by_confluent(
 def test_a_staging_pool_from_before_gets_the_column_and_its_rows_are_encoded(
     lake: Lake, broker, registry, monkeypatch
 ) -> None:
-    from engine.deliver.read import StagingReader
+    from engine.deliver.staging_reader import StagingReader
     from tests.integration.test_to_kafka import invoice, invoice_types
 
     topic = unique("Older")

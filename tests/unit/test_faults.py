@@ -297,7 +297,7 @@ def test_a_call_that_does_not_return_gives_its_producer_up(monkeypatch: pytest.M
 
 
 def test_a_wedged_transaction_makes_the_producer_again() -> None:
-    from engine.deliver.produce import Transactions
+    from engine.deliver.transactions import Transactions
 
     status, events = board()
     out = Transactions(KAFKA, "out", status)
@@ -345,7 +345,7 @@ def test_a_transactional_producer_looks_at_the_cluster_before_init_transactions(
     coordinator lookup sent on it before then dies with it and is asked again 500 ms
     later. The producer's own metadata request comes first, so the lookup never does."""
     import engine.kafka.clients as clients
-    from engine.deliver.produce import Transactions
+    from engine.deliver.transactions import Transactions
 
     calls: list[str] = []
 

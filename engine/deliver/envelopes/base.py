@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from engine.deliver.ledger import Ledger
     from engine.deliver.output_shaper import Shaper
     from engine.deliver.positions import Headers, PoolIdentity, Position
-    from engine.deliver.produce import Transactions
-    from engine.deliver.read import StagingReader
     from engine.deliver.record_types import RecordTypes
+    from engine.deliver.staging_reader import StagingReader
     from engine.deliver.status_board import StatusBoard
+    from engine.deliver.transactions import Transactions
     from engine.kafka.codecs.formats import Format
     from engine.kafka.registry_client import RegistrySchemas
     from engine.settings.registry import RegistryProfile

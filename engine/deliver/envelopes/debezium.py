@@ -51,7 +51,7 @@ from engine.kafka.typemap.from_spark import avro_name, spark_to_avro, spark_to_c
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
-    from engine.deliver.produce import Transactions
+    from engine.deliver.transactions import Transactions
 
 EVENT, TOMBSTONE = 0, 1
 CONNECTOR = "zync"

@@ -60,7 +60,7 @@ from engine.kafka.typemap.from_spark import avro_name, spark_to_connect
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
-    from engine.deliver.produce import Transactions
+    from engine.deliver.transactions import Transactions
 
 RETRACT, INSERT, PROGRESS = 0, 1, 2
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from engine.deliver.read import latest_images
+from engine.deliver.staging_reader import latest_images
 
 if TYPE_CHECKING:
     from engine.deliver.envelopes.base import Parts

@@ -6,7 +6,7 @@ under ``<topic>-key`` and ``<topic>-value``.
 Messages carry the position header ``zync.offset``: all of them in a transaction of up
 to :data:`~engine.deliver.positions.ANCHOR_EVERY` messages per partition (what
 continuous delivery makes), only the anchors in a larger one (a catch-up). A pass
-streams: the first transaction is small (:data:`~engine.deliver.read.FIRST_TRANSACTION`)
+streams: the first transaction is small (:data:`~engine.deliver.staging_reader.FIRST_TRANSACTION`)
 so that producing starts while the rest is still read and encoded. A catch-up in Avro
 reads the records without their JSON texts when the ETL's bodies ship
 (docs/design.md#staged-avro) — with the key's text alone to several partitions, since it
@@ -27,15 +27,15 @@ import pyarrow.compute as pc
 from engine.deliver.encode import staged_bodies
 from engine.deliver.envelopes.base import Envelope, Send
 from engine.deliver.positions import ANCHOR_EVERY, Headers, Position, anchor_headers
-from engine.deliver.read import FIRST_TRANSACTION
 from engine.deliver.rows import Batch, Rows
+from engine.deliver.staging_reader import FIRST_TRANSACTION
 from engine.deliver.stream import produce_ahead
 from engine.kafka.codecs.formats import Format
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
-    from engine.deliver.produce import Transactions
+    from engine.deliver.transactions import Transactions
 
 #: Rows not delivered yet, with their partition: one for all, or one each.
 Selected = tuple[Rows, int | None, list[int] | None]

@@ -4,7 +4,7 @@
 topic that staging versions ``first..last`` added, from the Delta log's change data feed
 (delta-rs ``load_cdf``), with the version and time of the commit that added each: the
 columns ``offset, key, value`` (JSON texts), ``version`` and ``time``, in offset order.
-As in :mod:`engine.deliver.read`, a version holding a metaData action (the pool's
+As in :mod:`engine.deliver.staging_reader`, a version holding a metaData action (the pool's
 creation, a change of its recorded types), where delta-rs' feed cannot start, is read by
 comparing its file list with the previous version's.
 """
