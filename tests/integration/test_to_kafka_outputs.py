@@ -106,7 +106,7 @@ def test_many_outputs_of_one_pool_read_each_commit_once_and_deliver_exactly_once
 
     stop = threading.Event()
     deliveries = deliveries_of(lake, outputs, DeliveryOptions(kafka=kafka, format="json", poll_interval=0.1))
-    assert len({id(d._feed) for d in deliveries}) == 1  # one feed for the pool
+    assert len({id(d.feed) for d in deliveries}) == 1  # one feed for the pool
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -171,7 +171,7 @@ def test_outputs_of_an_empty_pool_wait_for_its_first_commit_before_starting(lake
         _wait(lambda: sum(kind == "waiting" for kind, _ in events) == len(topics), 60, "every output waiting")
         assert all(d.status().state == "idle" for d in deliveries)
         assert all(d.claimed.is_set() for d in deliveries)  # each holds its topic
-        assert all(d._out is None for d in deliveries)  # no producer started yet
+        assert all(d._current is None for d in deliveries)  # no producer started yet
         assert not [m for kind, m in events if kind == "started"]
         stage_all(pool, counts, 2)
         _wait(lambda: all(d.status().delivered_offset == 1 for d in deliveries), 60, "the first commit")

@@ -374,7 +374,8 @@ def test_a_refused_claims_topic_says_what_to_do(monkeypatch: pytest.MonkeyPatch)
     import engine.kafka.clients as clients
     from engine.deliver.claims import CLAIMS_TOPIC
     from engine.deliver.delivery_options import DeliveryOptions
-    from engine.deliver.loop import Delivery, _topic_ready
+    from engine.deliver.delivery_run import _topic_ready
+    from engine.deliver.loop import Delivery
     from engine.kafka.clients import TopicRefused
 
     looks: list[list[str]] = []
