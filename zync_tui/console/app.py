@@ -18,13 +18,12 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widget import Widget
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
@@ -49,7 +48,6 @@ from zync_tui.console.widgets.records import RecordsPanel
 from zync_tui.console.widgets.status import StatusBar
 
 P = ParamSpec("P")
-W = TypeVar("W", bound=Widget)
 
 
 def _quiet(handler: Callable[Concatenate[ZyncConsole, P], None]) -> Callable[Concatenate[ZyncConsole, P], None]:

@@ -6,7 +6,7 @@ the engine is up, and where its widgets are while a modal screen is on top of it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar, overload
+from typing import Protocol, TypeVar, overload
 
 from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
@@ -25,6 +25,15 @@ from zync_tui.console.widgets.status import StatusBar
 from zync_tui.console.widgets.topics import TopicsPanel
 
 W = TypeVar("W", bound=Widget)
+
+
+class ScreenWidgets(Protocol):
+    """Finds a widget of the console's main screen by its type (or selector and type)."""
+
+    @overload
+    def __call__(self, selector: type[W]) -> W: ...
+    @overload
+    def __call__(self, selector: str, expect_type: type[W]) -> W: ...
 
 
 class MainLayout:

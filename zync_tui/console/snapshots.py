@@ -11,14 +11,13 @@ to poll again is :class:`~zync_tui.console.polls.PollSchedule`'s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar, overload
 
 from textual.app import App
-from textual.widget import Widget
 
 from engine.api import EtlReport, TopicsReport
 from zync_tui.console import messages as m
 from zync_tui.console.heap import Heap
+from zync_tui.console.layout import ScreenWidgets
 from zync_tui.console.polls import POLLS, PollSchedule
 from zync_tui.console.views import Backend
 from zync_tui.console.widgets.delta_tables import TablesSection
@@ -28,17 +27,6 @@ from zync_tui.console.widgets.loops import LoopsPanel
 from zync_tui.console.widgets.records import RecordsPanel
 from zync_tui.console.widgets.status import StatusBar
 from zync_tui.console.widgets.topics import TopicsPanel
-
-W = TypeVar("W", bound=Widget)
-
-
-class ScreenWidgets(Protocol):
-    """Finds a widget of the console's main screen by its type (or selector and type)."""
-
-    @overload
-    def __call__(self, selector: type[W]) -> W: ...
-    @overload
-    def __call__(self, selector: str, expect_type: type[W]) -> W: ...
 
 
 class Snapshots:
