@@ -2,11 +2,14 @@
 demo and the tests.
 
 All engine work runs in thread workers (``@work(thread=True, ...)``) that post past-tense
-messages (:mod:`zync_tui.console.messages`); the event loop only updates widgets. Each
-kind of poll (topics, loops, ETL, log) re-arms itself when the previous one has finished
-(:mod:`zync_tui.console.polls`). The control keys' work (loops, ETL pass, demo batches)
-is :mod:`zync_tui.console.control`; keys are declared in :mod:`zync_tui.console.keys`,
-the command palette's actions in :mod:`zync_tui.console.palette`.
+messages (:mod:`zync_tui.console.messages`); the event loop only updates widgets. The
+app wires its parts and routes keys and messages to them: the main screen's widgets are
+:mod:`zync_tui.console.layout`; the polls and what their snapshots show,
+:mod:`zync_tui.console.snapshots` (each kind of poll re-arms itself when the previous one
+has finished: :mod:`zync_tui.console.polls`); the control keys' work (loops, ETL pass,
+demo batches), :mod:`zync_tui.console.control`. Keys are declared in
+:mod:`zync_tui.console.keys`, the command palette's actions in
+:mod:`zync_tui.console.palette`.
 """
 
 from __future__ import annotations
@@ -15,14 +18,13 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar, overload
+from typing import Concatenate, ParamSpec
 
-from textual import work
+from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widget import Widget
-from textual.widgets import Input, TabPane
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from engine.api import one_line
@@ -32,26 +34,20 @@ from zync_tui.console.backend import EngineBackend, EngineSettings
 from zync_tui.console.control import Control
 from zync_tui.console.heap import Heap
 from zync_tui.console.hosted import EngineProcess
-from zync_tui.console.keys import CONTROL_ACTIONS, PANEL_TITLES, ROUTED, TYPED, help_keys
+from zync_tui.console.keys import CONTROL_ACTIONS, ROUTED, TYPED, help_keys
+from zync_tui.console.layout import MainLayout
 from zync_tui.console.palette import console_commands
-from zync_tui.console.polls import POLLS, PollSchedule
 from zync_tui.console.remote import ApiBackend
 from zync_tui.console.screens.deadletters import DeadLettersScreen
 from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
-from zync_tui.console.views import Backend, LogEntry
-from zync_tui.console.widgets.delta_tables import TablesSection
-from zync_tui.console.widgets.etl import EtlPanel
-from zync_tui.console.widgets.footer import KeysFooter
-from zync_tui.console.widgets.log import LogPanel
-from zync_tui.console.widgets.loops import LoopsPanel
+from zync_tui.console.snapshots import Snapshots
+from zync_tui.console.views import Backend
 from zync_tui.console.widgets.panels import Panels
 from zync_tui.console.widgets.records import RecordsPanel
 from zync_tui.console.widgets.status import StatusBar
-from zync_tui.console.widgets.topics import TopicsPanel
 
 P = ParamSpec("P")
-W = TypeVar("W", bound=Widget)
 
 
 def _quiet(handler: Callable[Concatenate[ZyncConsole, P], None]) -> Callable[Concatenate[ZyncConsole, P], None]:
@@ -92,15 +88,13 @@ class ZyncConsole(App[None]):
         self.interval = interval
         self.log_interval = log_interval
         self.ready = False
-        self._shown: dict[str, object] = {}  # the last snapshot of each kind shown
         self.heap = Heap()  # settled once the first snapshots are in
-        self.polls = PollSchedule(
-            self._run_poll,
-            lambda delay, callback, name: self.set_timer(delay, callback, name=name),
-            lambda: self.is_running,
-            interval=interval,
-            log_interval=log_interval,
+        self.main = MainLayout(self, clock)
+        self._w = self.main.find
+        self.snapshots = Snapshots(
+            self, backend, self._w, heap=self.heap, interval=interval, log_interval=log_interval, clock=clock
         )
+        self.polls = self.snapshots.schedule
         self.busy = self.polls.busy
         self.polled = self.polls.polled
         self.poll_count = self.polls.count
@@ -109,48 +103,12 @@ class ZyncConsole(App[None]):
             busy=self.busy, clock=clock,
         )
 
-    # -- layout -------------------------------------------------------------------------
-
-    @overload
-    def _w(self, selector: type[W]) -> W: ...
-    @overload
-    def _w(self, selector: str, expect_type: type[W]) -> W: ...
-
-    def _w(self, selector: str | type[W], expect_type: type[W] | None = None) -> Widget:
-        """A widget of the main screen (also while a modal screen is on top)."""
-        if not self.screen_stack:
-            raise NoMatches(f"no screen: {selector}")
-        base = self.screen_stack[0]
-        if isinstance(selector, str) and expect_type is not None:
-            return base.query_one(selector, expect_type)
-        return base.query_one(selector)
-
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        with Panels(id="panels", initial="topics"):
-            with TabPane(PANEL_TITLES["topics"], id="topics"):
-                yield TopicsPanel(id="topics-panel")
-            with TabPane(PANEL_TITLES["loops"], id="loops"):
-                yield LoopsPanel(id="loops-panel")
-            with TabPane(PANEL_TITLES["etl"], id="etl"):
-                yield EtlPanel(id="etl-panel")
-            with TabPane(PANEL_TITLES["pending"], id="pending"):
-                yield RecordsPanel("pending", id="pending-panel")
-            with TabPane(PANEL_TITLES["expired"], id="expired"):
-                yield RecordsPanel("expired", id="expired-panel")
-            with TabPane(PANEL_TITLES["log"], id="log"):
-                yield LogPanel(id="log-panel")
-        yield KeysFooter(compact=True, show_command_palette=False)
+        yield from self.main.compose()  # zync_tui.console.layout
 
     def on_mount(self) -> None:
         self.title = self.backend.title
-        status = self._w(StatusBar)
-        status.set_title(self.backend.title, self.backend.read_only)
-        status.set_note("starting the engine…")
-        self._w(LoopsPanel).set_read_only(
-            self.backend.read_only, getattr(self.backend, "read_only_reason", None)
-        )
-        self._w(Panels).reveal("topics")
+        self.main.mounted(self.backend)
         self.set_up_engine()
 
     # -- engine set-up ------------------------------------------------------------------
@@ -168,38 +126,15 @@ class ZyncConsole(App[None]):
     def on_engine_started(self, message: m.EngineStarted) -> None:
         self.ready = True
         self.title = self.backend.title
-        status = self._w(StatusBar)
-        status.set_title(self.backend.title, self.backend.read_only)
-        status.set_note(self.control.demo_note())
+        self.main.engine_started(self.backend, self.control.demo_note())
         self.polls.refresh()
 
     @_quiet
     def on_engine_failed(self, message: m.EngineFailed) -> None:
-        self._w(StatusBar).set_note(f"engine failed to start: {message.error}")
-        self._w(LogPanel).add([_entry("ERROR", "console", f"engine failed to start: {message.error}", self.clock())])
+        self.main.engine_failed(message.error)
         self.notify(message.error, title="engine failed to start", severity="error", timeout=10)
 
-    # -- polls (never overlapping) --------------------------------------------------------
-
-    def _run_poll(self, poll: str) -> None:
-        {"topics": self.poll_topics, "loops": self.poll_loops, "etl": self.poll_etl, "log": self.poll_log}[poll]()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-topics")
-    def poll_topics(self) -> None:
-        self.post_message(m.TopicsRefreshed(self.backend.topics()))
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-loops")
-    def poll_loops(self) -> None:
-        self.post_message(m.LoopsRefreshed(self.backend.loops()))
-        self.post_message(m.TablesRefreshed(self.backend.tables()))
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-etl")
-    def poll_etl(self) -> None:
-        self.post_message(m.EtlRefreshed(self.backend.etl()))
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="poll-log")
-    def poll_log(self) -> None:
-        self.post_message(m.LogDrained(self.backend.drain_log()))
+    # -- polls (never overlapping): zync_tui.console.snapshots ------------------------------
 
     @_quiet
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -210,59 +145,19 @@ class ZyncConsole(App[None]):
             return
         error = one_line(event.worker.error) if event.worker.error else "failed"
         if group.startswith("poll-"):
-            poll = group.removeprefix("poll-")
-            if state is WorkerState.ERROR:
-                self._fault(poll, f"{poll} snapshot failed: {error}")
-            self.polls.ended(poll)
-            if set(POLLS) <= self.polled:
-                self.heap.settle()
+            self.snapshots.ended(group.removeprefix("poll-"), error if state is WorkerState.ERROR else None)
         elif state is WorkerState.ERROR and group != "engine":
-            self._w(LogPanel).add([_entry("ERROR", "console", f"{group}: {error}", self.clock())])
+            self.main.log_error("console", f"{group}: {error}")
             self.notify(error, title=group, severity="error")
 
-    def _fault(self, where: str, error: str | None) -> None:
-        self._w(LogPanel).fault(where, error, self.clock())
-
+    @on(m.TopicsRefreshed)
+    @on(m.LoopsRefreshed)
+    @on(m.TablesRefreshed)
+    @on(m.EtlRefreshed)
+    @on(m.LogDrained)
     @_quiet
-    def on_topics_refreshed(self, message: m.TopicsRefreshed) -> None:
-        report = message.report
-        if report is self._shown.get("topics"):
-            return  # the engine sent nothing new (engine/serve/client.py): nothing to redraw
-        self._shown["topics"] = report
-        self._w(TopicsPanel).show(report)
-        status = self._w(StatusBar)
-        status.set_part("Kafka", "DOWN" if report.kafka_error else "ok")
-        status.set_part("registry", "DOWN" if report.registry_error else "ok")
-        status.set_part("lake", "MISSING" if report.lake_error else "ok")
-        self._fault("kafka", report.kafka_error)
-        self._fault("registry", report.registry_error)
-        self._fault("lake", report.lake_error)
-
-    @_quiet
-    def on_loops_refreshed(self, message: m.LoopsRefreshed) -> None:
-        self._w(LoopsPanel).show(message.loops)
-        for loop in message.loops:
-            self._fault(loop.name, f"{loop.name} failed: {loop.error}" if loop.state == "failed" else None)
-
-    @_quiet
-    def on_tables_refreshed(self, message: m.TablesRefreshed) -> None:
-        self._w(TablesSection).show(message.report)
-        self._fault("tables", message.report.error)
-
-    @_quiet
-    def on_etl_refreshed(self, message: m.EtlRefreshed) -> None:
-        report = message.report
-        if report is self._shown.get("etl"):
-            return  # nothing new
-        self._shown["etl"] = report
-        self._w(EtlPanel).show(report)
-        self._w("#pending-panel", RecordsPanel).show(report.pending, report.error)
-        self._w("#expired-panel", RecordsPanel).show(report.expired, report.error)
-        self._fault("etl snapshot", report.error)
-
-    @_quiet
-    def on_log_drained(self, message: m.LogDrained) -> None:
-        self._w(LogPanel).add(message.entries)
+    def _snapshot_arrived(self, message: m.Snapshot) -> None:
+        self.snapshots.show(message)
 
     # -- panels ---------------------------------------------------------------------------
 
@@ -367,10 +262,6 @@ class ZyncConsole(App[None]):
     def on_unmount(self) -> None:
         self.polls.stop()
         self.heap.thaw()
-
-
-def _entry(severity: str, source: str, message: str, at: float | None = None) -> LogEntry:
-    return LogEntry(time.time() if at is None else at, severity, source, message)
 
 
 def make_app(

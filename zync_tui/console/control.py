@@ -13,27 +13,18 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
 
 from textual.app import App
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widget import Widget
 
 from engine.api import one_line
 from zync_tui.console import messages as m
+from zync_tui.console.layout import ScreenWidgets
 from zync_tui.console.views import LOOP_TITLES, LOOPS, Backend, LogEntry, pass_outcome
 from zync_tui.console.widgets.log import LogPanel
 from zync_tui.console.widgets.loops import LoopsPanel
 from zync_tui.console.widgets.status import StatusBar
-
-W = TypeVar("W", bound=Widget)
-
-
-class Widgets(Protocol):
-    """Finds a widget of the console's main screen by its type."""
-
-    def __call__(self, selector: type[W]) -> W: ...
 
 
 class Control:
@@ -43,7 +34,7 @@ class Control:
         self,
         app: App[None],
         backend: Backend,
-        widgets: Widgets,
+        widgets: ScreenWidgets,
         *,
         ready: Callable[[], bool],
         refresh: Callable[[], None],

@@ -110,3 +110,7 @@ class DeadLettersLoaded(Message):
 
     letters: list[DeadLetter]
     error: str | None = None
+
+
+#: The messages a poll brings its snapshot in (zync_tui/console/snapshots.py shows them).
+Snapshot: TypeAlias = TopicsRefreshed | LoopsRefreshed | TablesRefreshed | EtlRefreshed | LogDrained

@@ -6,19 +6,18 @@ Everything shown comes from each process's ``/v1/status``, ``/v1/events`` and
 ``/v1/log`` (engine/serve); controls are its ``POST`` endpoints. The loops of all the
 processes make one pipeline, each with its host and pid; a process that stops answering
 shows its loops as unreachable since when it stopped, never as still running. A process
-reached over TCP without a token is watched, not controlled: the console says so.
+reached over TCP without a token is watched, not controlled: the console says so. The
+processes themselves — which answers, which runs what, which may be controlled — are
+:mod:`zync_tui.console.endpoints`.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from engine.api import (
-    ApiClient,
     ApiError,
     DeadLetter,
     EtlReport,
@@ -27,37 +26,15 @@ from engine.api import (
     TopicsReport,
     dead_letter_from,
     etl_from,
-    is_socket_target,
     pass_from,
     tables_from,
     topics_from,
 )
+from zync_tui.console.endpoints import Endpoint, Endpoints
 from zync_tui.console.views import LOOPS, LogEntry, LoopState, LoopView
 
-#: Seconds a status request may take before its process counts as unreachable.
-REQUEST_TIMEOUT = 3.0
-#: Seconds a snapshot (topics, ETL, dead letters) may take: Kafka probes, Spark listings.
-SNAPSHOT_TIMEOUT = 60.0
 #: Seconds a pass, a stop or a batch may take.
 CONTROL_TIMEOUT = 300.0
-
-
-@dataclass
-class Endpoint:
-    """One process the console talks to, and what it last knew of it."""
-
-    client: ApiClient
-    control: bool
-    why_not: str | None = None
-    loops: list[str] = field(default_factory=list)
-    process: dict[str, Any] = field(default_factory=dict)
-    unreachable_since: float | None = None
-    error: str | None = None
-    cursors: dict[str, int] = field(default_factory=lambda: {"events": 0, "log": 0})
-
-    @property
-    def where(self) -> str:
-        return self.client.where
 
 
 class ApiBackend:
@@ -81,29 +58,15 @@ class ApiBackend:
         self.clock = clock
         self.title = "zync demo" if demo else "zync"
         self._asked_read_only = read_only
-        self._lock = threading.Lock()
         self._memo: dict[str, tuple[Any, Any]] = {}
-        self.endpoints = [self._endpoint(t, token) for t in targets]
+        self.endpoints = Endpoints(targets, token=token, clock=clock)
         self.read_only, self.read_only_reason = self._read_only()
-
-    def _endpoint(self, target: str, token: str | None) -> Endpoint:
-        if is_socket_target(target):
-            return Endpoint(ApiClient(target, timeout=REQUEST_TIMEOUT), control=True)
-        if token:
-            return Endpoint(ApiClient(target, token=token, timeout=REQUEST_TIMEOUT), control=True)
-        return Endpoint(
-            ApiClient(target, timeout=REQUEST_TIMEOUT),
-            control=False,
-            why_not=f"{target} is reached over TCP without a token ($ZYNC_CONTROL_TOKEN)",
-        )
 
     def _read_only(self) -> tuple[bool, str | None]:
         if self._asked_read_only:
             return True, None
-        refused = [e.why_not for e in self.endpoints if not e.control]
-        if refused and len(refused) == len(self.endpoints):
-            return True, refused[0]
-        return False, None
+        why = self.endpoints.why_watched()
+        return why is not None, why
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -113,7 +76,7 @@ class ApiBackend:
             self.hosted.wait_listening()
             notes.extend(self._hosted_setup())
         for endpoint in self.endpoints:
-            if self._status(endpoint, "process") is None:
+            if self.endpoints.status(endpoint, "process") is None:
                 notes.append(f"{endpoint.where} unreachable: {endpoint.error}")
                 continue
             p = endpoint.process
@@ -133,7 +96,7 @@ class ApiBackend:
         """Wait for the console's engine to set itself up; its notes."""
         endpoint = self.endpoints[0]
         while True:
-            if self._status(endpoint, "process") is None:
+            if self.endpoints.status(endpoint, "process") is None:
                 raise ApiError(f"the engine's process does not answer: {endpoint.error}")
             setup = endpoint.process.get("setup") or {}
             if setup.get("state") == "failed":
@@ -143,43 +106,6 @@ class ApiBackend:
             time.sleep(0.1)
 
     # -- reading --------------------------------------------------------------------------
-
-    def _status(
-        self, endpoint: Endpoint, *sections: str, timeout: float | None = None
-    ) -> dict[str, Any] | None:
-        """A status document, or None (the endpoint is then marked unreachable)."""
-        try:
-            doc = endpoint.client.status(*sections, timeout=timeout)
-        except ApiError as exc:
-            if exc.status is not None:  # it answers: an error of ours, said as such
-                raise
-            with self._lock:
-                if endpoint.unreachable_since is None:
-                    endpoint.unreachable_since = self.clock()
-                endpoint.error = str(exc)
-            return None
-        with self._lock:
-            endpoint.unreachable_since = None
-            endpoint.error = None
-            if "process" in doc:
-                endpoint.process = doc["process"]
-                endpoint.loops = list(doc["process"]["loops"])
-            if "loops" in doc:
-                endpoint.loops = [loop["name"] for loop in doc["loops"]]
-        return doc
-
-    def _first(self, section: str, prefer: str | None = None) -> Any:
-        """A section from the first endpoint that has it (those running ``prefer``
-        first); raises when none answers."""
-        ordered = sorted(self.endpoints, key=lambda e: prefer not in e.loops)
-        errors = []
-        for endpoint in ordered:
-            doc = self._status(endpoint, section, timeout=SNAPSHOT_TIMEOUT)
-            if doc is None:
-                errors.append(f"{endpoint.where} unreachable: {endpoint.error}")
-            elif doc.get(section) is not None:
-                return doc[section]
-        raise ApiError("; ".join(errors) or f"no process serves its {section}")
 
     def _made(self, kind: str, data: Any, make: Any) -> Any:
         """``make(data)``, made again only when the process sent something new (an
@@ -192,23 +118,23 @@ class ApiBackend:
         return made
 
     def topics(self) -> TopicsReport:
-        return self._made("topics", self._first("topics", "to-kafka"), topics_from)  # type: ignore[no-any-return]
+        return self._made("topics", self.endpoints.first("topics", "to-kafka"), topics_from)  # type: ignore[no-any-return]
 
     def etl(self) -> EtlReport:
-        return self._made("etl", self._first("etl", "etl"), etl_from)  # type: ignore[no-any-return]
+        return self._made("etl", self.endpoints.first("etl", "etl"), etl_from)  # type: ignore[no-any-return]
 
     def tables(self) -> TablesReport:
-        return self._made("tables", self._first("tables", "apply"), tables_from)  # type: ignore[no-any-return]
+        return self._made("tables", self.endpoints.first("tables", "apply"), tables_from)  # type: ignore[no-any-return]
 
     def dead_letters(self) -> list[DeadLetter]:
-        data = self._first("dead_letters", "from-kafka")
+        data = self.endpoints.first("dead_letters", "from-kafka")
         return self._made("dead", data, lambda d: [dead_letter_from(x) for x in d])  # type: ignore[no-any-return]
 
     def loops(self) -> list[LoopView]:
         found: dict[str, LoopView] = {}
         notes: list[str] = []
         for endpoint in self.endpoints:
-            doc = self._status(endpoint, "process", "loops")
+            doc = self.endpoints.status(endpoint, "process", "loops")
             if doc is None:
                 since = datetime.fromtimestamp(endpoint.unreachable_since or self.clock())
                 error = f"{endpoint.where} unreachable since {since:%H:%M:%S}: {endpoint.error}"
@@ -243,7 +169,7 @@ class ApiBackend:
             raise PermissionError(
                 f"read-only console: {self.read_only_reason or 'asked with --read-only'}"
             )
-        endpoint = next((e for e in self.endpoints if loop in e.loops), None)
+        endpoint = self.endpoints.running(loop)
         if endpoint is None:
             raise RuntimeError(f"no process of this console runs the {loop} loop")
         if not endpoint.control:
@@ -268,7 +194,7 @@ class ApiBackend:
         """The process serving the demo, and its batches (its status document's
         ``demo``); None when none does."""
         for endpoint in self.endpoints:
-            doc = self._status(endpoint, "demo")
+            doc = self.endpoints.status(endpoint, "demo")
             if doc is not None and doc.get("demo") is not None:
                 return endpoint, doc["demo"]
         return None
@@ -296,8 +222,7 @@ class ApiBackend:
     def close(self) -> None:
         if self.hosted is not None:
             self.hosted.close()
-        for endpoint in self.endpoints:
-            endpoint.client.close()
+        self.endpoints.close()
 
 
 def _view(loop: dict[str, Any]) -> LoopView:

@@ -8,9 +8,9 @@ matched, sorted, laid out, measured) as soon as either changes, and the table sw
 when it arrives (several within a frame: the newest). A table out of view keeps the
 listing that arrived and swaps it in when it comes into view (:meth:`LiveTable.reveal`),
 in the same frame as its panel: a panel key does no table work, and nothing out of view
-is laid out or drawn. Drawing is Textual's line API: one line per row in view, already
-laid out, so a key costs the same with 4 rows or 40,000. The row under the cursor stays
-under it across polls (by its key).
+is laid out or drawn. Drawing is Textual's line API, one line per row in view
+(:class:`~zync_tui.console.widgets.listing_view.ListingView`), so a key costs the same
+with 4 rows or 40,000. The row under the cursor stays under it across polls (by its key).
 
 A table never takes the focus: moving among panels would then restyle two tables (and
 their scroll bars) and paint the screen once more at every key. The console routes its
@@ -23,49 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import ClassVar
 
-from rich.segment import Segment
-from rich.style import Style
 from textual import events, on
-from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 
 from zync_tui.console.listing import Column, Feed, Listing, Order, Source
+from zync_tui.console.widgets.listing_view import ListingView
 
 #: Columns a ← or → scrolls.
 SIDEWAYS = 8
 
 
-class LiveTable(ScrollView, can_focus=False):
-    """A table of rows replaced on every poll (see the module's docstring)."""
-
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "live-table--header",
-        "live-table--cursor",
-        "live-table--cursor-idle",
-    }
-    DEFAULT_CSS = """
-    LiveTable {
-        height: 1fr;
-        background: $surface;
-        color: $foreground;
-        & > .live-table--header { text-style: bold; background: $panel; }
-        & > .live-table--cursor {
-            background: $block-cursor-background;
-            color: $block-cursor-foreground;
-            text-style: bold;
-        }
-        & > .live-table--cursor-idle {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-        }
-        &:nocolor > .live-table--cursor { text-style: reverse bold; }
-        &:nocolor > .live-table--cursor-idle { text-style: underline; }
-    }
-    """
+class LiveTable(ListingView, can_focus=False):
+    """A table of rows replaced on every poll (see the module's docstring); how it is
+    drawn is :class:`~zync_tui.console.widgets.listing_view.ListingView`'s."""
 
     class Highlighted(Message):
         """The cursor is on another row (``key``: None when the table is empty)."""
@@ -111,25 +82,17 @@ class LiveTable(ScrollView, can_focus=False):
         follow_top: bool = False,
         id: str | None = None,  # noqa: A002 - Textual's name
     ) -> None:
-        super().__init__(id=id)
         self.columns = list(columns)
+        self.feed = Feed(self.columns, lambda result: self.post_message(self._Prepared(result)))
+        super().__init__(self.feed.shown, id=id)
         #: what the rows are, for the line under the table ("topic partitions")
         self.noun = noun
         #: newest-first tables: a cursor on the first row stays on the (new) first row
         self.follow_top = follow_top
-        self.feed = Feed(self.columns, lambda result: self.post_message(self._Prepared(result)))
-        self.cursor_row = 0
         #: why the last listing could not be made (None: it was)
         self.error: str | None = None
-        self._active = True
-        #: the styles of one paint (:meth:`render_lines`)
-        self._styles: tuple[Style, Style, Style] | None = None
 
     # -- what is shown ----------------------------------------------------------------
-
-    @property
-    def listing(self) -> Listing:
-        return self.feed.shown
 
     @property
     def order(self) -> Order:
@@ -183,75 +146,15 @@ class LiveTable(ScrollView, can_focus=False):
     def _swap(self, listing: Listing) -> None:
         before = self.highlighted_key()
         self.feed.show(listing)
-        rows = len(listing.rows)
         position = listing.index.get(before) if before is not None else None
         if self.follow_top and self.cursor_row == 0:
             position = 0
-        self.cursor_row = max(0, min(rows - 1, self.cursor_row if position is None else position))
-        size = Size(listing.width + 2, rows + 1)
-        if self.virtual_size != size:
-            self.virtual_size = size
-        self._keep_cursor_in_view()
-        self.refresh()
+        self.show_listing(listing, self.cursor_row if position is None else position)
         self.post_message(self.Swapped(self))
         if self.highlighted_key() != before:
             self.post_message(self.Highlighted(self, self.highlighted_key()))
 
-    # -- drawing ------------------------------------------------------------------------
-
-    @property
-    def active(self) -> bool:
-        """Whether the keys move this table's cursor (its panel's other tables': not)."""
-        return self._active
-
-    @active.setter
-    def active(self, active: bool) -> None:
-        if active != self._active:
-            self._active = active
-            self.refresh()
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        base = self.rich_style  # the same for every line of one paint: looked up once
-        cursor = "live-table--cursor" if self._active else "live-table--cursor-idle"
-        self._styles = (
-            base,
-            base + self.get_component_rich_style("live-table--header"),
-            base + self.get_component_rich_style(cursor),
-        )
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._styles = None
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        scroll_x, scroll_y = self.scroll_offset
-        base, header, cursor = self._styles or (self.rich_style,) * 3
-        if y == 0:
-            return self._strip(self.listing.header, header, scroll_x, width)
-        position = y - 1 + scroll_y
-        if position >= len(self.listing.rows):
-            return Strip.blank(width, base)
-        style = cursor if position == self.cursor_row else base
-        return self._strip(self.listing.line(position), style, scroll_x, width)
-
-    @staticmethod
-    def _strip(text: str, style: Style, scroll_x: int, width: int) -> Strip:
-        return Strip([Segment(f" {text} ", style)]).crop_extend(scroll_x, scroll_x + width, style)
-
     # -- the cursor ---------------------------------------------------------------------
-
-    @property
-    def _page(self) -> int:
-        """Rows in view (under the header)."""
-        return max(1, self.scrollable_content_region.height - 1)
-
-    def _keep_cursor_in_view(self) -> None:
-        top = round(self.scroll_y)
-        if self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False, force=True)
-        elif self.cursor_row >= top + self._page:
-            self.scroll_to(y=self.cursor_row - self._page + 1, animate=False, force=True)
 
     def move_to(self, row: int) -> None:
         """Put the cursor on row ``row`` (kept within the rows), in view."""
@@ -317,17 +220,3 @@ class LiveTable(ScrollView, can_focus=False):
             sort = 0 if sort is None else (None if sort + 1 >= len(self.columns) else sort + 1)
             descending = False
         self.reorder(replace(self.order, sort=sort, descending=descending))
-
-    # -- reading it (the panels, tests and scripts) ----------------------------------------
-
-    def highlighted_key(self) -> str | None:
-        rows = self.listing.rows
-        return rows[self.cursor_row].key if 0 <= self.cursor_row < len(rows) else None
-
-    @property
-    def row_count(self) -> int:
-        """Rows shown (those the filter keeps)."""
-        return len(self.listing.rows)
-
-    def get_row_at(self, position: int) -> list[str]:
-        return list(self.listing.rows[position].shown())
