@@ -22,10 +22,10 @@ from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import StoppedWaiting
 from engine.deliver.feed import StagingFeed
 from engine.deliver.lock import topic_lock
+from engine.deliver.output_producer import transactional_id
 from engine.deliver.output_shaper import load_shaper
 from engine.deliver.starting import await_first_output, open_staging_pool, start_turn
 from engine.deliver.status_board import DeliveryEvent, DeliveryStatus, StatusBoard
-from engine.deliver.transactions import transactional_id
 from engine.errors import ZyncError
 from engine.heartbeat import Heartbeat
 from engine.kafka.codecs.formats import Format

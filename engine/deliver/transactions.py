@@ -1,9 +1,10 @@
 """Transactional producing: one Kafka transaction per batch, retried after a failure.
 
 Records are produced in Kafka transactions by a transactional producer whose
-``transactional.id`` is derived from the topic, so a restarted process fences the zombie
-of a killed one (its open transaction is aborted before anything is read back), and a
-second to-kafka on another host is fenced by Kafka. Each transaction also commits where
+``transactional.id`` is derived from the topic
+(:mod:`~engine.deliver.output_producer`), so a restarted process fences the zombie of a
+killed one (its open transaction is aborted before anything is read back), and a second
+to-kafka on another host is fenced by Kafka. Each transaction also commits where
 delivery stands, for every partition (:mod:`~engine.deliver.committed`), and, until the
 claim on the topic names this pool and this topic id, the claim
 (:mod:`~engine.deliver.claims`): the records, the position and the claim are committed
@@ -16,7 +17,6 @@ waits for an unreachable broker, are :mod:`engine.deliver.faults`'.
 from __future__ import annotations
 
 import gc
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from engine.deliver.errors import DeliveryError
 from engine.deliver.faults import RENEW, STEP, Faults, Wedged
+from engine.deliver.output_producer import TXN_TIMEOUT, OutputProducer, transactional_id
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaException, Producer
@@ -36,16 +37,8 @@ if TYPE_CHECKING:
     from engine.deliver.status_board import StatusBoard
     from engine.settings.kafka import KafkaProfile
 
-log = logging.getLogger("engine.to_kafka")
-
-TXN_TIMEOUT = 60.0
 #: Failed transactions in a row (outages aside) before the delivery gives up.
 MAX_FAILURES = 5
-
-
-def transactional_id(topic: str) -> str:
-    """Derived from the topic: a restarted delivery fences the previous one."""
-    return f"zync-to-kafka-{topic}"
 
 
 class Transactions:
@@ -72,42 +65,14 @@ class Transactions:
         )
         #: where delivery stands and what each transaction commits (set once composed)
         self.keeper: PositionKeeper | None = None
-        self._producer: Producer | None = None
+        self.output = OutputProducer(kafka, topic, self.faults)
 
     @property
     def producer(self) -> Producer:
-        assert self._producer is not None
-        return self._producer
+        return self.output.client
 
     def start(self) -> None:
-        self._producer = self._new_producer()
-
-    def _new_producer(self) -> Producer:
-        # deferred: confluent_kafka (librdkafka)
-        from confluent_kafka import KafkaException
-
-        from engine.kafka.clients import look_at_cluster, producer
-
-        made = producer(
-            self.kafka,
-            transactional_id=transactional_id(self.topic),
-            extra={
-                "transaction.timeout.ms": int(TXN_TIMEOUT * 1000),
-                "error_cb": self.faults.error_cb,
-            },
-        )
-        # else its coordinator lookup may go out on the bootstrap connection librdkafka
-        # drops, and be asked again 500 ms later
-        look_at_cluster(made, self.topic)
-        try:
-            # fences the previous incarnation and completes its open transaction
-            self.faults.wait(made, made.init_transactions, "starting the producer")
-        except KafkaException as exc:
-            raise DeliveryError(
-                f"cannot start a transactional producer for topic {self.topic!r}: "
-                f"{exc.args[0].str()}"
-            ) from None
-        return made
+        self.output.start()
 
     def transact(
         self,
@@ -167,7 +132,7 @@ class Transactions:
             raise DeliveryError(
                 f"topic {self.topic!r}: gave up after {MAX_FAILURES} failed transactions"
             ) from None
-        self._recover(how)
+        self.output.recover(how)
         return failures
 
     def _produce(
@@ -191,7 +156,7 @@ class Transactions:
                 write(batch)
             claim = keeper.claim()
             if claim is not None:
-                self._send_to(*claim, partition=0)
+                self.output.send_to(*claim, partition=0)
         finally:
             if paused:
                 gc.enable()
@@ -214,68 +179,18 @@ class Transactions:
         assert self.keeper is not None
         return self.keeper
 
-    def _recover(self, how: str) -> None:
-        """Abort the failed transaction, or make the producer again (when told to, or
-        when the abort fails)."""
-        from confluent_kafka import KafkaException  # deferred: librdkafka
-
-        producer = self.producer
-        if how != RENEW:
-            try:
-                self.faults.wait(producer, producer.abort_transaction, "aborting a transaction")
-                return
-            except KafkaException as exc:
-                log.warning("%s: the abort failed (%s); starting the producer again",
-                            self.topic, exc.args[0].str())  # fmt: skip
-        self._drop(producer)
-        self._producer = None
-        self._producer = self._new_producer()
-
     def send(
         self, value: bytes | None, key: bytes | None, partition: int, headers: Headers | None
     ) -> None:
-        """Produce one message (its offset is noted when it is delivered), waiting for
-        room in the local queue if need be."""
-        self._send_to(self.topic, key, value, partition=partition, headers=headers)
-
-    def _send_to(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        partition: int,
-        headers: Headers | None = None,
-    ) -> None:
-        producer = self.producer
-        noted = self.keeper.delivered if self.keeper is not None and topic == self.topic else None
-        waited = time.monotonic()
-        while True:
-            try:
-                producer.produce(
-                    topic, value, key, partition=partition, headers=headers, on_delivery=noted
-                )
-                return
-            except BufferError:
-                producer.poll(0.05)
-                if time.monotonic() - waited > STEP:  # the queue does not drain
-                    self.faults.check(producer, "producing", waited)
-                    waited = time.monotonic()
+        """Produce one message of the topic (its offset is noted when it is delivered),
+        waiting for room in the local queue if need be."""
+        noted = self.keeper.delivered if self.keeper is not None else None
+        self.output.send_to(
+            self.topic, key, value, partition=partition, headers=headers, on_delivery=noted
+        )
 
     def close(self) -> None:
-        if self._producer is not None:
-            if self.faults.outage.down:  # nothing can be flushed
-                self._drop(self._producer)
-            else:
-                with suppress(Exception):
-                    self._producer.flush(10)
-            self._producer = None
+        self.output.close()
         if self.keeper is not None:
             with suppress(Exception):
                 self.keeper.close()
-
-    @staticmethod
-    def _drop(producer: Producer) -> None:
-        """Let go of a producer whose messages cannot or must not be delivered."""
-        with suppress(Exception):
-            producer.purge()

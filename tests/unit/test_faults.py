@@ -302,7 +302,7 @@ def test_a_wedged_transaction_makes_the_producer_again() -> None:
     status, events = board()
     out = Transactions(KAFKA, "out", status)
     renewed: list[str] = []
-    out._recover = renewed.append  # type: ignore[method-assign]
+    out.output.recover = renewed.append  # type: ignore[method-assign]
     assert out._failed(Wedged("committing the position"), out.faults.troubles, 0) == 1
     assert renewed == [RENEW]
     assert events[-1].kind == "retrying"
