@@ -37,14 +37,20 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
 from engine.deliver.envelopes.base import Envelope, Parts, Send
+from engine.deliver.envelopes.differential_messages import (
+    Update,
+    differential_connect_schema,
+    differential_schema,
+    progress_value,
+    update_values,
+)
 from engine.deliver.envelopes.images import Images
-from engine.deliver.errors import DeliveryError
 from engine.deliver.positions import (
     HEADER_OFFSET,
     HEADER_STEP,
@@ -53,9 +59,8 @@ from engine.deliver.positions import (
     Position,
 )
 from engine.deliver.rows import Batch, Rows
-from engine.kafka.codecs.avro_binary import zigzag_long
 from engine.kafka.codecs.formats import Format
-from engine.kafka.typemap.from_spark import avro_name, spark_to_connect
+from engine.kafka.typemap.from_spark import spark_to_connect
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -64,9 +69,6 @@ if TYPE_CHECKING:
 
 RETRACT, INSERT, PROGRESS = 0, 1, 2
 
-#: One message to make: (partition, offset, step, time, key text, image text or None,
-#: diff or count).
-Update = tuple[int, int, int, int, "str | None", "str | None", int]
 
 
 class DifferentialEnvelope(Envelope):
@@ -171,6 +173,7 @@ class DifferentialEnvelope(Envelope):
         assert rows.times is not None
         key_codec, _ = self.codecs()
         ledger = self.parts.ledger
+        topic, fmt = self.parts.topic, self.parts.format
         plan: list[Update] = []
         moves = self.latest.moves()  # applied to the images once encoded
         counts: dict[int, int] = {}
@@ -195,13 +198,15 @@ class DifferentialEnvelope(Envelope):
         plan = [u for u in plan if not ledger.delivered(u[0], u[1], u[2])]
         updates = [u for u in plan if u[2] != PROGRESS]
         keys = iter(key_codec.encode([u[4] for u in updates]))
-        values = iter(self._update_values(updates))
+        values = iter(
+            update_values(topic, fmt, self.codecs(), self.message_prefix, updates)
+        )
         key_bytes: list[bytes | None] = []
         value_bytes: list[bytes | None] = []
         for u in plan:
             if u[2] == PROGRESS:
                 key_bytes.append(None)
-                value_bytes.append(self._progress_value(u[3], u[6]))
+                value_bytes.append(progress_value(fmt, self.message_prefix, u[3], u[6]))
             else:
                 key_bytes.append(next(keys))
                 value_bytes.append(next(values))
@@ -214,60 +219,6 @@ class DifferentialEnvelope(Envelope):
             steps=[u[2] for u in plan],
             times=[u[3] for u in plan],
         )
-
-    def _update_values(self, updates: Sequence[Update]) -> list[bytes]:
-        key_codec, value_codec = self.codecs()
-        if not updates:
-            return []
-        topic = self.parts.topic
-        if self.parts.format is Format.AVRO:
-            if value_codec.avro is None:
-                raise DeliveryError(
-                    f"{topic}: the staging pool records no value type for the topic "
-                    "(use --format json)"
-                )
-            keys = [u[4] for u in updates]
-            key_bodies: list[bytes | None]
-            if key_codec.avro is not None:
-                key_bodies = key_codec.bodies(keys)
-            elif any(k is not None for k in keys):
-                raise DeliveryError(
-                    f"{topic}: the staging pool records no key type for the topic "
-                    "(use --format json)"
-                )
-            else:
-                key_bodies = [None] * len(keys)
-            value_bodies = value_codec.bodies([u[5] for u in updates])
-            head = self.message_prefix
-            return [
-                head
-                + b"\x02"
-                + (b"\x00" if k is None else b"\x02" + k)
-                + (v or b"")
-                + zigzag_long(u[3])
-                + zigzag_long(u[6])
-                + b"\x00"
-                for u, k, v in zip(updates, key_bodies, value_bodies, strict=True)
-            ]
-        connect = self.parts.format is Format.CONNECT_JSON
-        prefix, suffix = (self.message_prefix, b"}") if connect else (b"", b"")
-        return [
-            prefix
-            + (
-                f'{{"update":{{"record":{{"key":{"null" if u[4] is None else u[4]},"value":{u[5]}}},'
-                f'"time":{u[3]},"diff":{u[6]}}},"progress":null}}'
-            ).encode()
-            + suffix
-            for u in updates
-        ]
-
-    def _progress_value(self, moment: int, count: int) -> bytes:
-        if self.parts.format is Format.AVRO:
-            return self.message_prefix + b"\x00\x02" + zigzag_long(moment) + zigzag_long(count)
-        text = f'{{"update":null,"progress":{{"time":{moment},"count":{count}}}}}'.encode()
-        if self.parts.format is Format.CONNECT_JSON:
-            return self.message_prefix + text + b"}"
-        return text
 
     def time_headers(self, moment: int) -> Headers:
         """Headers every message of time ``moment`` carries besides its position."""
@@ -294,105 +245,6 @@ class DifferentialEnvelope(Envelope):
                 **self.time_headers(moment),
             }
             out.send(value, key, partition, headers)
-
-
-def differential_schema(topic: str, key: Any, value: Any) -> dict[str, Any]:
-    """The Avro schema of differential messages for Avro key and value schemas."""
-    base = avro_name(topic)
-    key_schema = key if key is not None else "string"
-    value_schema = value if value is not None else "string"
-    return {
-        "type": "record",
-        "name": f"{base}_message",
-        "namespace": "zync.differential",
-        "fields": [
-            {
-                "name": "update",
-                "type": [
-                    "null",
-                    {
-                        "type": "record",
-                        "name": f"{base}_update",
-                        "fields": [
-                            {
-                                "name": "record",
-                                "type": {
-                                    "type": "record",
-                                    "name": f"{base}_record",
-                                    "fields": [
-                                        {
-                                            "name": "key",
-                                            "type": ["null", key_schema],
-                                            "default": None,
-                                        },
-                                        {"name": "value", "type": value_schema},
-                                    ],
-                                },
-                            },
-                            {"name": "time", "type": "long"},
-                            {"name": "diff", "type": "long"},
-                        ],
-                    },
-                ],
-                "default": None,
-            },
-            {
-                "name": "progress",
-                "type": [
-                    "null",
-                    {
-                        "type": "record",
-                        "name": f"{base}_progress",
-                        "fields": [
-                            {"name": "time", "type": "long"},
-                            {"name": "count", "type": "long"},
-                        ],
-                    },
-                ],
-                "default": None,
-            },
-        ],
-    }
-
-
-def differential_connect_schema(key: Any, value: Any) -> dict[str, Any]:
-    """The Kafka Connect schema of differential messages."""
-    key_schema = {**(key or {"type": "string"}), "optional": True}
-    value_schema = {**(value or {"type": "string"}), "optional": False}
-    return {
-        "type": "struct",
-        "name": "zync.differential.Message",
-        "optional": False,
-        "fields": [
-            {
-                "field": "update",
-                "type": "struct",
-                "optional": True,
-                "fields": [
-                    {
-                        "field": "record",
-                        "type": "struct",
-                        "optional": False,
-                        "fields": [
-                            {**key_schema, "field": "key"},
-                            {**value_schema, "field": "value"},
-                        ],
-                    },
-                    {"field": "time", "type": "int64", "optional": False},
-                    {"field": "diff", "type": "int64", "optional": False},
-                ],
-            },
-            {
-                "field": "progress",
-                "type": "struct",
-                "optional": True,
-                "fields": [
-                    {"field": "time", "type": "int64", "optional": False},
-                    {"field": "count", "type": "int64", "optional": False},
-                ],
-            },
-        ],
-    }
 
 
 ENVELOPE = DifferentialEnvelope
