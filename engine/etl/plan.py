@@ -24,7 +24,8 @@ from engine.etl.etl_pools import EtlPools
 from engine.etl.expiry import apply_expiry, newest_timestamps
 from engine.etl.numbering import TopicNumbers, arange, numbering
 from engine.etl.plan_context import DEAD, FATE_COLUMNS, PENDING
-from engine.lake.pool_record import ROW_SCHEMA
+from engine.etl.result import PassResult
+from engine.lake.pool_record import EXPIRED, PROCESSED, ROW_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -94,6 +95,24 @@ class Plan:
         (:func:`engine.etl.numbering.numbering`)."""
         return numbering(self.counts, self.positions.next_offsets, self.first_seqno)
 
+    def result(self, etl: str, *, dry_run: bool, attempts: int) -> PassResult:
+        """What this plan makes the pass do, counted per topic and per rule."""
+        result = PassResult(etl, dry_run=dry_run, attempts=attempts)
+        result.read_version = result.staging_version = self.positions.staging_version
+        result.consumed = mk.count_by(self.decided, "topic")
+        result.processed = mk.count_by(mk.where_status(self.decided, PROCESSED), "topic")
+        result.expired = mk.count_by(mk.where_status(self.decided, EXPIRED), "topic")
+        result.pending = mk.count_by(self.pending, "topic")
+        result.expired_rules = _by_rule(mk.where_status(self.decided, EXPIRED))
+        result.pending_rules = _by_rule(self.pending)
+        result.outputs = dict(self.counts)
+        for topic in result.outputs:
+            first = self.positions.next_offsets.get(topic, 0)
+            result.offsets[topic] = (first, self.after.next_offsets[topic] - 1)
+        result.cursors = dict(self.after.cursors)
+        result.moved = self.moved
+        return result
+
     def release(self) -> None:
         if self.release_result is not None:
             self.release_result()
@@ -101,6 +120,14 @@ class Plan:
         if self.release_read is not None:
             self.release_read()
             self.release_read = None
+
+
+def _by_rule(fates: pa.Table) -> dict[str, int]:
+    """Rows per rule label (``(no rule)`` for records no rule matched)."""
+    if fates.num_rows == 0 or "rule" not in fates.column_names:
+        return {}
+    rules = fates.column("rule").fill_null("(no rule)")
+    return mk.count_by(pa.table({"rule": rules}), "rule")
 
 
 def empty_plan(positions: Positions) -> Plan:
@@ -139,7 +166,10 @@ def decide(
     )
     # cursors: up to the first pending offset, else to the last offset read
     seen = pa.concat_tables(
-        [read.select(["topic", "partition", "offset"]), done.select(["topic", "partition", "offset"])]
+        [
+            read.select(["topic", "partition", "offset"]),
+            done.select(["topic", "partition", "offset"]),
+        ]
     )
     last_read = _max_by(seen, ["topic", "partition"], "offset")
     first_pending = _min_by(pending, ["topic", "partition"], "offset")
@@ -167,9 +197,7 @@ def decide(
     after.marker_floor = _marker_floor(
         done, decided, after.cursors, first_seqno + outputs, first_seqno + outputs + rows.num_rows
     )
-    return Plan(
-        positions, after, rows, decided, pending, counts, moved, first_seqno=first_seqno
-    )
+    return Plan(positions, after, rows, decided, pending, counts, moved, first_seqno=first_seqno)
 
 
 def _settle(read: pa.Table) -> pa.Table:
@@ -231,7 +259,9 @@ def _marker_floor(
     """The staging seqno of the oldest of this ETL's markers above the new cursors
     (``next_seqno`` when there is none)."""
     new_markers = marker_positions(decided, first_marker_seqno)
-    every = pa.concat_tables([done.select(new_markers.column_names).cast(new_markers.schema), new_markers])
+    every = pa.concat_tables(
+        [done.select(new_markers.column_names).cast(new_markers.schema), new_markers]
+    )
     if every.num_rows == 0:
         return next_seqno
     limits = pa.table(
