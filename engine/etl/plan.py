@@ -6,7 +6,8 @@ the driver and vectorized over the fates (no per-row Python): decides expiry
 (:mod:`engine.etl.expiry`), advances cursors and floors, reserves each output topic's
 next offsets and the staging seqnos, and makes the marker rows. The result is a
 :class:`Plan`: the positions before and after, the marker rows and, on the executors or
-brought along, the outputs.
+brought along, the outputs; it counts what the pass did (:meth:`Plan.result`) and gives
+the rows the driver commits and a dry run's preview.
 """
 
 from __future__ import annotations
@@ -22,13 +23,24 @@ from engine.etl import markers as mk
 from engine.etl.cursors import Positions, TopicPartition
 from engine.etl.etl_pools import EtlPools
 from engine.etl.expiry import apply_expiry, newest_timestamps
-from engine.etl.numbering import TopicNumbers, arange, numbering
+from engine.etl.numbering import (
+    PREVIEW_SCHEMA,
+    TopicNumbers,
+    arange,
+    numbered,
+    numbered_arrow,
+    numbering,
+    preview,
+)
 from engine.etl.plan_context import DEAD, FATE_COLUMNS, PENDING
 from engine.etl.result import PassResult
-from engine.lake.pool_record import EXPIRED, PROCESSED, ROW_SCHEMA
+from engine.etl.spark_errors import quiet_spark_errors
+from engine.lake.pool_record import EXPIRED, PROCESSED, ROW_SCHEMA, fit_rows, record_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from engine.lake.pools import Pool
 
 #: The fate rows the driver decides over.
 FATES_SCHEMA = pa.schema(
@@ -112,6 +124,33 @@ class Plan:
         result.cursors = dict(self.after.cursors)
         result.moved = self.moved
         return result
+
+    def driver_rows(self, staging: Pool) -> pa.Table:
+        """The rows the driver commits to ``staging``: the outputs a small pass brought to
+        the driver (numbered), then the marker rows."""
+        if self.local_outputs is None:
+            return self.rows
+        numbered_rows = numbered_arrow(self.local_outputs, self.numbering())
+        outputs = record_rows(
+            numbered_rows.column("kafka"),
+            numbered_rows.column("key"),
+            numbered_rows.column("value"),
+            numbered_rows.column("avro"),
+        )
+        schema = staging.row_schema
+        return pa.concat_tables([fit_rows(outputs, schema), fit_rows(self.rows, schema)])
+
+    def preview(self) -> pa.Table:
+        """A dry run's outputs ``topic, offset, timestamp, key, value``, in design order
+        across topics (collected: a dry run is a preview)."""
+        if self.local_outputs is not None:
+            table = numbered_arrow(self.local_outputs, self.numbering())
+        elif self.outputs is not None:
+            with quiet_spark_errors():
+                table = numbered(self.outputs, self.numbering()).toArrow()
+        else:
+            return PREVIEW_SCHEMA.empty_table()
+        return preview(table)
 
     def release(self) -> None:
         if self.release_result is not None:

@@ -37,8 +37,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from engine.errors import ZyncError
 from engine.etl import inspect
 from engine.etl.checked import Checked
@@ -46,7 +44,7 @@ from engine.etl.config import EtlConfig
 from engine.etl.cursors import Positions
 from engine.etl.etl_pools import EtlPools
 from engine.etl.evaluate import plan_pass
-from engine.etl.numbering import PREVIEW_SCHEMA, numbered, numbered_arrow, preview
+from engine.etl.numbering import numbered
 from engine.etl.plan import Plan
 from engine.etl.result import ExpiredRecord, PassResult, PendingRecord
 from engine.etl.spark_errors import quiet_spark_errors
@@ -55,7 +53,7 @@ from engine.etl.typed_records import TopicTypes
 from engine.etl.warm_input import WarmInput
 from engine.heartbeat import Heartbeat
 from engine.lake import delta
-from engine.lake.pool_record import AVRO_FIELD, fit_rows, record_rows
+from engine.lake.pool_record import AVRO_FIELD
 from engine.lake.pools import Lake, Pool
 from engine.spark import SparkSource
 
@@ -193,20 +191,10 @@ class EtlRunner:
                         result.seconds = time.monotonic() - started
                         return result
                     if dry_run:
-                        result.rows = self._preview(plan)
+                        result.rows = plan.preview()
                         result.seconds = time.monotonic() - started
                         return result
-                    rows = plan.rows
-                    if plan.local_outputs is not None:
-                        numbered_rows = numbered_arrow(plan.local_outputs, plan.numbering())
-                        outputs = record_rows(
-                            numbered_rows.column("kafka"),
-                            numbered_rows.column("key"),
-                            numbered_rows.column("value"),
-                            numbered_rows.column("avro"),
-                        )
-                        schema = self.staging.row_schema
-                        rows = pa.concat_tables([fit_rows(outputs, schema), fit_rows(rows, schema)])
+                    rows = plan.driver_rows(self.staging)
                     with timings.phase("write"):
                         files = self._write_outputs(plan)
                     try:
@@ -257,18 +245,6 @@ class EtlRunner:
         rows = numbered(plan.outputs, plan.numbering()).select(*columns)
         with quiet_spark_errors():
             return self.staging.write_spark(rows, label="etl")
-
-    def _preview(self, plan: Plan) -> pa.Table:
-        """A dry run's outputs ``topic, offset, timestamp, key, value``, in design order
-        across topics (collected: a dry run is a preview)."""
-        if plan.local_outputs is not None:
-            table = numbered_arrow(plan.local_outputs, plan.numbering())
-        elif plan.outputs is not None:
-            with quiet_spark_errors():
-                table = numbered(plan.outputs, plan.numbering()).toArrow()
-        else:
-            return PREVIEW_SCHEMA.empty_table()
-        return preview(table)
 
     # -- inspection -------------------------------------------------------------------
 
