@@ -13,7 +13,7 @@ times, the same on every run.
 
 :func:`run_demo` does the whole scenario headless (``zync demo --no-tui``): all four
 batches through from-kafka, ETL and to-kafka until Staging and the ``NewInvoices`` topic
-hold the 8 outputs.
+hold the 8 outputs (read by :class:`demo.outputs.ScenarioOutputs`).
 
 Nothing happens at import time.
 """
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from demo.outputs import OUTPUT_TOPIC, STAGING_POOL, ScenarioOutputs
 from engine.api import (
     RAW,
     STAGING,
@@ -39,7 +40,6 @@ from engine.api import (
     Pipeline,
     Pool,
     ProduceOptions,
-    RecordDecoder,
     RegistryProfile,
     RegistrySchemas,
     TableSnapshot,
@@ -55,14 +55,10 @@ from engine.api import (
     load_registry_profile,
     load_spark_settings,
     prepare_records,
-    read_topic,
     record_count,
     register_schemas,
     resolve_lake,
     send,
-    sniff_format,
-    staged_outputs,
-    topic_partitions,
     topic_watermarks,
     zync_home,
 )
@@ -73,8 +69,6 @@ if TYPE_CHECKING:
 #: The scenario's files (installed with the package).
 DEMO_DIR = Path(__file__).resolve().parent / "invoices"
 RAW_POOL = "Raw"
-STAGING_POOL = "Staging"
-OUTPUT_TOPIC = "NewInvoices"
 EXPECTED_OUTPUTS = 8
 #: The table etl.yaml keeps from the outputs, and the invoices it holds at the end.
 TABLE = "invoices"
@@ -297,42 +291,17 @@ class Demo:
 
     # -- results --------------------------------------------------------------------------
 
+    def outputs(self) -> ScenarioOutputs:
+        """The scenario's outputs where they land: in Staging and on the output topic."""
+        return ScenarioOutputs(self.lake, self.kafka, self._registry)
+
     def staging_outputs(self, topic: str = OUTPUT_TOPIC) -> list[dict[str, Any]]:
         """The output records of ``topic`` in Staging, by offset (through delta-rs)."""
-        if not self.lake.exists(STAGING_POOL):
-            return []
-        return [
-            {
-                "offset": r.offset,
-                "key": json.loads(r.key) if r.key else None,
-                "value": json.loads(r.value) if r.value else None,
-            }
-            for r in staged_outputs(self.lake.open_pool(STAGING_POOL), topic)
-        ]
+        return self.outputs().in_staging(topic)
 
     def topic_outputs(self, topic: str = OUTPUT_TOPIC, timeout: float = 5.0) -> list[dict[str, Any]]:
         """The records on the Kafka topic, decoded (key and value as JSON-able data)."""
-        assert self.kafka is not None
-        try:
-            parts = topic_partitions(self.kafka, topic, timeout=timeout)
-        except ZyncError:
-            return []
-        decoder = RecordDecoder(Format.AVRO, self._registry())
-        json_decoder = RecordDecoder(Format.JSON)
-
-        def decode(data: bytes | None) -> Any:
-            if data is None:
-                return None
-            try:
-                avro = sniff_format(data) is Format.AVRO
-                return decoder.decode(data) if avro else json_decoder.decode(data)
-            except ZyncError:
-                return data.decode("utf-8", "replace")
-
-        return [
-            {"partition": m.partition, "offset": m.offset, "key": decode(m.key), "value": decode(m.value)}
-            for m in read_topic(self.kafka, topic, parts, timeout)
-        ]
+        return self.outputs().on_topic(topic, timeout)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:

@@ -6,7 +6,8 @@ the driver and vectorized over the fates (no per-row Python): decides expiry
 (:mod:`engine.etl.expiry`), advances cursors and floors, reserves each output topic's
 next offsets and the staging seqnos, and makes the marker rows. The result is a
 :class:`Plan`: the positions before and after, the marker rows and, on the executors or
-brought along, the outputs.
+brought along, the outputs; it counts what the pass did (:meth:`Plan.result`) and gives
+the rows the driver commits and a dry run's preview.
 """
 
 from __future__ import annotations
@@ -22,12 +23,24 @@ from engine.etl import markers as mk
 from engine.etl.cursors import Positions, TopicPartition
 from engine.etl.etl_pools import EtlPools
 from engine.etl.expiry import apply_expiry, newest_timestamps
-from engine.etl.numbering import TopicNumbers, arange, numbering
+from engine.etl.numbering import (
+    PREVIEW_SCHEMA,
+    TopicNumbers,
+    arange,
+    numbered,
+    numbered_arrow,
+    numbering,
+    preview,
+)
 from engine.etl.plan_context import DEAD, FATE_COLUMNS, PENDING
-from engine.lake.pool_record import ROW_SCHEMA
+from engine.etl.result import PassResult
+from engine.etl.spark_errors import quiet_spark_errors
+from engine.lake.pool_record import EXPIRED, PROCESSED, ROW_SCHEMA, fit_rows, record_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from engine.lake.pools import Pool
 
 #: The fate rows the driver decides over.
 FATES_SCHEMA = pa.schema(
@@ -94,6 +107,51 @@ class Plan:
         (:func:`engine.etl.numbering.numbering`)."""
         return numbering(self.counts, self.positions.next_offsets, self.first_seqno)
 
+    def result(self, etl: str, *, dry_run: bool, attempts: int) -> PassResult:
+        """What this plan makes the pass do, counted per topic and per rule."""
+        result = PassResult(etl, dry_run=dry_run, attempts=attempts)
+        result.read_version = result.staging_version = self.positions.staging_version
+        result.consumed = mk.count_by(self.decided, "topic")
+        result.processed = mk.count_by(mk.where_status(self.decided, PROCESSED), "topic")
+        result.expired = mk.count_by(mk.where_status(self.decided, EXPIRED), "topic")
+        result.pending = mk.count_by(self.pending, "topic")
+        result.expired_rules = _by_rule(mk.where_status(self.decided, EXPIRED))
+        result.pending_rules = _by_rule(self.pending)
+        result.outputs = dict(self.counts)
+        for topic in result.outputs:
+            first = self.positions.next_offsets.get(topic, 0)
+            result.offsets[topic] = (first, self.after.next_offsets[topic] - 1)
+        result.cursors = dict(self.after.cursors)
+        result.moved = self.moved
+        return result
+
+    def driver_rows(self, staging: Pool) -> pa.Table:
+        """The rows the driver commits to ``staging``: the outputs a small pass brought to
+        the driver (numbered), then the marker rows."""
+        if self.local_outputs is None:
+            return self.rows
+        numbered_rows = numbered_arrow(self.local_outputs, self.numbering())
+        outputs = record_rows(
+            numbered_rows.column("kafka"),
+            numbered_rows.column("key"),
+            numbered_rows.column("value"),
+            numbered_rows.column("avro"),
+        )
+        schema = staging.row_schema
+        return pa.concat_tables([fit_rows(outputs, schema), fit_rows(self.rows, schema)])
+
+    def preview(self) -> pa.Table:
+        """A dry run's outputs ``topic, offset, timestamp, key, value``, in design order
+        across topics (collected: a dry run is a preview)."""
+        if self.local_outputs is not None:
+            table = numbered_arrow(self.local_outputs, self.numbering())
+        elif self.outputs is not None:
+            with quiet_spark_errors():
+                table = numbered(self.outputs, self.numbering()).toArrow()
+        else:
+            return PREVIEW_SCHEMA.empty_table()
+        return preview(table)
+
     def release(self) -> None:
         if self.release_result is not None:
             self.release_result()
@@ -101,6 +159,14 @@ class Plan:
         if self.release_read is not None:
             self.release_read()
             self.release_read = None
+
+
+def _by_rule(fates: pa.Table) -> dict[str, int]:
+    """Rows per rule label (``(no rule)`` for records no rule matched)."""
+    if fates.num_rows == 0 or "rule" not in fates.column_names:
+        return {}
+    rules = fates.column("rule").fill_null("(no rule)")
+    return mk.count_by(pa.table({"rule": rules}), "rule")
 
 
 def empty_plan(positions: Positions) -> Plan:
@@ -139,7 +205,10 @@ def decide(
     )
     # cursors: up to the first pending offset, else to the last offset read
     seen = pa.concat_tables(
-        [read.select(["topic", "partition", "offset"]), done.select(["topic", "partition", "offset"])]
+        [
+            read.select(["topic", "partition", "offset"]),
+            done.select(["topic", "partition", "offset"]),
+        ]
     )
     last_read = _max_by(seen, ["topic", "partition"], "offset")
     first_pending = _min_by(pending, ["topic", "partition"], "offset")
@@ -167,9 +236,7 @@ def decide(
     after.marker_floor = _marker_floor(
         done, decided, after.cursors, first_seqno + outputs, first_seqno + outputs + rows.num_rows
     )
-    return Plan(
-        positions, after, rows, decided, pending, counts, moved, first_seqno=first_seqno
-    )
+    return Plan(positions, after, rows, decided, pending, counts, moved, first_seqno=first_seqno)
 
 
 def _settle(read: pa.Table) -> pa.Table:
@@ -231,7 +298,9 @@ def _marker_floor(
     """The staging seqno of the oldest of this ETL's markers above the new cursors
     (``next_seqno`` when there is none)."""
     new_markers = marker_positions(decided, first_marker_seqno)
-    every = pa.concat_tables([done.select(new_markers.column_names).cast(new_markers.schema), new_markers])
+    every = pa.concat_tables(
+        [done.select(new_markers.column_names).cast(new_markers.schema), new_markers]
+    )
     if every.num_rows == 0:
         return next_seqno
     limits = pa.table(

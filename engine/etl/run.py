@@ -23,8 +23,9 @@ A pass (:meth:`EtlRunner.run_pass`):
    outputs (docs/design.md#exactly-once-etl).
 
 A pass that finds nothing to do commits nothing. :class:`EtlRunner` keeps the pools
-and the checked configuration warm between passes, and remembers the pool versions of
-its last idle pass so a loop polling an unchanged lake does no Spark work. Inspection
+and the checked configuration warm between passes, the window of rows the next pass
+reads again (:class:`engine.etl.warm_input.WarmInput`), and the pool versions of its
+last idle pass (:class:`IdlePass`) so a loop polling an unchanged lake does no Spark work. Inspection
 (pending, expired, explain) is :mod:`engine.etl.inspect`; what a pass returns is
 :mod:`engine.etl.result`.
 """
@@ -33,40 +34,26 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import pyarrow as pa
 
 from engine.errors import ZyncError
 from engine.etl import inspect
-from engine.etl import markers as mk
 from engine.etl.checked import Checked
 from engine.etl.config import EtlConfig
-from engine.etl.cursors import Positions, cursor_filter
+from engine.etl.cursors import Positions
 from engine.etl.etl_pools import EtlPools
-from engine.etl.evaluate import DRIVER_OUTPUT_ROWS, WarmRead, plan_pass
-from engine.etl.numbering import PREVIEW_SCHEMA, numbered, numbered_arrow, preview
+from engine.etl.evaluate import plan_pass
+from engine.etl.numbering import numbered
 from engine.etl.plan import Plan
 from engine.etl.result import ExpiredRecord, PassResult, PendingRecord
 from engine.etl.spark_errors import quiet_spark_errors
-from engine.etl.sql import quote
 from engine.etl.timings import Timings, spark_jobs
 from engine.etl.typed_records import TopicTypes
-from engine.etl.window import (
-    FRESH_SCHEMA,
-    WINDOW_ROWS,
-    RawMark,
-    Window,
-    log_read,
-    new_rows,
-    next_window,
-    raw_mark,
-    readable,
-    rows_above,
-)
+from engine.etl.warm_input import WarmInput
 from engine.heartbeat import Heartbeat
 from engine.lake import delta
-from engine.lake.pool_record import AVRO_FIELD, EXPIRED, PROCESSED, fit_rows, record_rows
+from engine.lake.pool_record import AVRO_FIELD
 from engine.lake.pools import Lake, Pool
 from engine.spark import SparkSource
 
@@ -78,6 +65,26 @@ MAX_ATTEMPTS = 8
 
 class EtlError(ZyncError):
     """A pass could not complete (e.g. too many conflicting commits)."""
+
+
+@dataclass(frozen=True)
+class IdlePass:
+    """The last pass that found nothing to do: the pool versions it read (raw pools',
+    staging's) and what it left pending. A pass over the same versions answers from it
+    with no Spark work (a loop polling an unchanged lake)."""
+
+    key: tuple[tuple[int, ...], int]
+    pending: dict[str, int]
+    pending_rules: dict[str, int]
+
+    def again(self, etl: str, staging_version: int, positions: Positions) -> PassResult:
+        """The result of a pass over the same versions: nothing done, the same pending."""
+        result = PassResult(etl)
+        result.read_version = result.staging_version = staging_version
+        result.cursors = dict(positions.cursors)
+        result.pending = dict(self.pending)
+        result.pending_rules = dict(self.pending_rules)
+        return result
 
 
 class EtlRunner:
@@ -102,15 +109,13 @@ class EtlRunner:
         self.lake = lake
         self.max_attempts = max_attempts
         self.pools = EtlPools(config, lake, spark)
-        self.keep_window = keep_window
-        self.log_reads = log_reads  # small cold inputs read by delta-rs (engine.etl.window)
-        self._idle: tuple[tuple[int, ...], int] | None = None
-        self._idle_pending: dict[str, int] = {}
-        self._idle_pending_rules: dict[str, int] = {}
+        #: the window kept between passes, or a small input read by delta-rs
+        self.warm_input = WarmInput(
+            config, self.pools, keep_window=keep_window, log_reads=log_reads
+        )
+        self._idle: IdlePass | None = None
         #: beaten at every phase of a pass (a service's liveness, engine.heartbeat)
         self.heartbeat: Heartbeat | None = None
-        self._window: Window | None = None
-        self._marks: dict[str, RawMark] = {}
         self._timings = Timings()
         self._lock = threading.RLock()
 
@@ -159,12 +164,9 @@ class EtlRunner:
                     versions = tuple(self.raw(p).version for p in self.config.raw_pools)
                     idle_key = (versions, self.staging.version)
                     positions = self.pools.positions()
-                if self._idle == idle_key:
-                    result = PassResult(self.config.name, dry_run=dry_run, timings=timings)
-                    result.read_version = result.staging_version = self.staging.version
-                    result.cursors = dict(positions.cursors)
-                    result.pending = dict(self._idle_pending)
-                    result.pending_rules = dict(self._idle_pending_rules)
+                if self._idle is not None and self._idle.key == idle_key:
+                    result = self._idle.again(self.config.name, self.staging.version, positions)
+                    result.dry_run, result.timings = dry_run, timings
                     result.seconds = time.monotonic() - started
                     return result
                 # checked against the types of the snapshots the pass reads (a raw pool
@@ -176,33 +178,23 @@ class EtlRunner:
                         positions = self.pools.positions()  # staging moved: plan on it
                 plan = self._plan(positions, checked)
                 try:
-                    result = self._result(plan, dry_run, attempt)
+                    result = plan.result(self.config.name, dry_run=dry_run, attempts=attempt)
                     result.timings = timings
                     result.read_from = plan.read_from
                     if plan.empty:
-                        self._idle = idle_key
-                        self._idle_pending = dict(result.pending)
-                        self._idle_pending_rules = dict(result.pending_rules)
+                        self._idle = IdlePass(
+                            idle_key, dict(result.pending), dict(result.pending_rules)
+                        )
                         if not dry_run:
                             with timings.phase("window"):
-                                self._keep(plan, positions.staging_version)
+                                self.warm_input.keep(plan, positions.staging_version)
                         result.seconds = time.monotonic() - started
                         return result
                     if dry_run:
-                        result.rows = self._preview(plan)
+                        result.rows = plan.preview()
                         result.seconds = time.monotonic() - started
                         return result
-                    rows = plan.rows
-                    if plan.local_outputs is not None:
-                        numbered_rows = numbered_arrow(plan.local_outputs, plan.numbering())
-                        outputs = record_rows(
-                            numbered_rows.column("kafka"),
-                            numbered_rows.column("key"),
-                            numbered_rows.column("value"),
-                            numbered_rows.column("avro"),
-                        )
-                        schema = self.staging.row_schema
-                        rows = pa.concat_tables([fit_rows(outputs, schema), fit_rows(rows, schema)])
+                    rows = plan.driver_rows(self.staging)
                     with timings.phase("write"):
                         files = self._write_outputs(plan)
                     try:
@@ -215,10 +207,10 @@ class EtlRunner:
                                 files=files,
                             )
                     except delta.CommitConflict:
-                        self._window = None
+                        self.warm_input.drop()
                         continue
                     with timings.phase("window"):
-                        self._keep(plan, version)
+                        self.warm_input.keep(plan, version)
                 finally:
                     plan.release()
                 result.committed = True
@@ -235,92 +227,12 @@ class EtlRunner:
         from the window when it is still good, else cold."""
         timings = self._timings
         with timings.phase("read"):
-            warm = self._warm_read(positions)
+            warm = self.warm_input.read(positions)
         return plan_pass(self.pools, positions, checked, warm, timings)
 
     def _timings_for_pass(self) -> Timings:
         self._timings = Timings(on_phase=self.heartbeat.beat if self.heartbeat else None)
         return self._timings
-
-    # -- the window kept between passes (engine.etl.window) ---------------------------
-
-    def _warm_read(self, positions: Positions) -> WarmRead | None:
-        """The pass's input in memory: from the window plus the raw rows committed
-        since, else (no window, or it no longer holds) read by delta-rs when small, else
-        None (Spark reads it cold); notes the raw marks the read stands on."""
-        raws = {name: self.raw(name) for name in self.config.raw_pools}
-        self._marks = {name: raw_mark(pool) for name, pool in raws.items()}
-        warm = self._window_read(positions, raws)
-        if warm is None and self.log_reads:
-            read = log_read(self.config, raws, self.staging, positions)
-            if read is not None:
-                warm = WarmRead(*read, source="log")
-        return warm
-
-    def _window_read(self, positions: Positions, raws: dict[str, Pool]) -> WarmRead | None:
-        window, self._window = self._window, None
-        if window is None or window.staging_version != positions.staging_version:
-            return None
-        parts = [window.rows]
-        for name, pool in raws.items():
-            seen, now = window.raw.get(name), self._marks[name]
-            if seen is None or seen.table_id != now.table_id or now.version < seen.version:
-                return None
-            if now.last_seqno > seen.last_seqno:
-                if not readable(pool):
-                    return None
-                topics = [i.topic for i in self.config.inputs if i.pool == name]
-                fresh = new_rows(name, pool, seen.last_seqno, topics)
-                parts.append(rows_above(fresh, positions.cursors))
-        rows = pa.concat_tables(parts)
-        if rows.num_rows > WINDOW_ROWS + DRIVER_OUTPUT_ROWS:
-            return None  # a burst: Spark reads it cold
-        return WarmRead(rows, window.done)
-
-    def _keep(self, plan: Plan, staging_version: int) -> None:
-        """The window for the next pass, after ``plan`` (committed as
-        ``staging_version``, or found nothing to commit)."""
-        self._window = None
-        if not self.keep_window or plan.done is None:
-            return
-        read_rows = plan.read_rows
-        if read_rows is None and plan.fresh is not None:
-            read_rows = self._collect_window(plan)
-        if read_rows is not None:
-            self._window = next_window(read_rows, plan.done, plan, staging_version, self._marks)
-
-    def _collect_window(self, plan: Plan) -> pa.Table | None:
-        """After a cold pass: the rows it read that stay in the window (above the new
-        cursors, at or after the new floors), from Spark — None when too many."""
-        assert plan.fresh is not None
-        after = plan.positions if plan.empty else plan.after
-        floors = " OR ".join(
-            f"(pool = {quote(name)} AND seqno >= {after.floor(name)})"
-            for name in self.config.raw_pools
-        )
-        above = cursor_filter(after.cursors, self.config.input_topics)
-        with quiet_spark_errors():
-            rows = plan.fresh.where(f"({floors}) AND {above}").limit(WINDOW_ROWS + 1).toArrow()
-        if rows.num_rows > WINDOW_ROWS:
-            return None
-        return rows.select(FRESH_SCHEMA.names).cast(FRESH_SCHEMA)
-
-    def _result(self, plan: Plan, dry_run: bool, attempt: int) -> PassResult:
-        result = PassResult(self.config.name, dry_run=dry_run, attempts=attempt)
-        result.read_version = result.staging_version = plan.positions.staging_version
-        result.consumed = mk.count_by(plan.decided, "topic")
-        result.processed = mk.count_by(mk.where_status(plan.decided, PROCESSED), "topic")
-        result.expired = mk.count_by(mk.where_status(plan.decided, EXPIRED), "topic")
-        result.pending = mk.count_by(plan.pending, "topic")
-        result.expired_rules = _by_rule(mk.where_status(plan.decided, EXPIRED))
-        result.pending_rules = _by_rule(plan.pending)
-        result.outputs = dict(plan.counts)
-        for topic in result.outputs:
-            first = plan.positions.next_offsets.get(topic, 0)
-            result.offsets[topic] = (first, plan.after.next_offsets[topic] - 1)
-        result.cursors = dict(plan.after.cursors)
-        result.moved = plan.moved
-        return result
 
     def _write_outputs(self, plan: Plan) -> list[delta.WrittenFile]:
         """Write the plan's outputs into the staging directory from the executors
@@ -333,18 +245,6 @@ class EtlRunner:
         rows = numbered(plan.outputs, plan.numbering()).select(*columns)
         with quiet_spark_errors():
             return self.staging.write_spark(rows, label="etl")
-
-    def _preview(self, plan: Plan) -> pa.Table:
-        """A dry run's outputs ``topic, offset, timestamp, key, value``, in design order
-        across topics (collected: a dry run is a preview)."""
-        if plan.local_outputs is not None:
-            table = numbered_arrow(plan.local_outputs, plan.numbering())
-        elif plan.outputs is not None:
-            with quiet_spark_errors():
-                table = numbered(plan.outputs, plan.numbering()).toArrow()
-        else:
-            return PREVIEW_SCHEMA.empty_table()
-        return preview(table)
 
     # -- inspection -------------------------------------------------------------------
 
@@ -367,7 +267,9 @@ class EtlRunner:
             return inspect.explain(self.pools)
 
 
-def run_pass(config: EtlConfig, lake: Lake, spark: SparkSession | None = None, *, dry_run: bool = False) -> PassResult:
+def run_pass(
+    config: EtlConfig, lake: Lake, spark: SparkSession | None = None, *, dry_run: bool = False
+) -> PassResult:
     """One ETL pass (see :class:`EtlRunner`); a fresh runner each call."""
     return EtlRunner(config, lake, spark).run_pass(dry_run=dry_run)
 
@@ -377,19 +279,15 @@ def explain(config: EtlConfig, lake: Lake, spark: SparkSession | None = None) ->
     return EtlRunner(config, lake, spark).explain()
 
 
-def pending(config: EtlConfig, lake: Lake, spark: SparkSession | None = None) -> list[PendingRecord]:
+def pending(
+    config: EtlConfig, lake: Lake, spark: SparkSession | None = None
+) -> list[PendingRecord]:
     """Records after the cursors not processed yet."""
     return EtlRunner(config, lake, spark).pending()
 
 
-def expired(config: EtlConfig, lake: Lake, spark: SparkSession | None = None) -> list[ExpiredRecord]:
+def expired(
+    config: EtlConfig, lake: Lake, spark: SparkSession | None = None
+) -> list[ExpiredRecord]:
     """Records the ETL expired, with their full record."""
     return EtlRunner(config, lake, spark).expired()
-
-
-def _by_rule(fates: pa.Table) -> dict[str, int]:
-    """Rows per rule label (``(no rule)`` for records no rule matched)."""
-    if fates.num_rows == 0 or "rule" not in fates.column_names:
-        return {}
-    rules = fates.column("rule").fill_null("(no rule)")
-    return mk.count_by(pa.table({"rule": rules}), "rule")

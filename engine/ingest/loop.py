@@ -4,7 +4,7 @@ per run the parts of :mod:`engine.ingest` — the consumer thread
 (:mod:`~engine.ingest.stages`), the partitions' positions and assignment, the group
 mirrors, the waits for Kafka and the Schema Registry (:mod:`~engine.ingest.faults`) — and
 the service API (start, stop, join, status) ``zync run`` and the console
-use."""
+use. The inputs and their pools are :mod:`~engine.ingest.input_pools`."""
 
 from __future__ import annotations
 
@@ -17,18 +17,17 @@ from engine.heartbeat import Heartbeat
 from engine.ingest.allocators import keep_freed_pages
 from engine.ingest.assignment import Assignment
 from engine.ingest.consume import ConsumeLoop
-from engine.ingest.decode import PartDecoder, RegistryLookup
-from engine.ingest.errors import IngestError
+from engine.ingest.decode import RegistryLookup
 from engine.ingest.faults import KafkaWatch, RegistryWait
 from engine.ingest.gc_pause import GcPause
-from engine.ingest.options import IngestInput, IngestOptions, default_group
+from engine.ingest.input_pools import InputPools
+from engine.ingest.options import IngestInput, IngestOptions
 from engine.ingest.positions import Positions
 from engine.ingest.prepare import Preparer
 from engine.ingest.stages import Stages
-from engine.ingest.state import LoopState, NoteListener, PoolState
+from engine.ingest.state import LoopState, NoteListener
 from engine.ingest.write import Writer
 from engine.lake.batch_shaper import Shaper
-from engine.lake.maintenance import Upkeep
 from engine.settings.spark import load_spark_settings
 
 if TYPE_CHECKING:
@@ -65,22 +64,13 @@ class Ingest:
         spark: SparkSession | Callable[[], SparkSession] | None = None,
         heartbeat: Heartbeat | None = None,
     ) -> None:
-        self.inputs = list(inputs)
-        if not self.inputs:
-            raise IngestError("nothing to ingest: give at least one topic and pool")
-        seen: dict[str, str] = {}
-        for item in self.inputs:
-            if item.topic in seen and seen[item.topic] != item.pool:
-                raise IngestError(
-                    f"topic {item.topic!r} is an input of two pools ({seen[item.topic]}, "
-                    f"{item.pool}): run one from-kafka per pool for it"
-                )
-            seen[item.topic] = item.pool
-        self.inputs = [IngestInput(t, p) for t, p in seen.items()]
         self.lake = lake
         self.kafka = kafka
         self.options = options or IngestOptions()
         self._lookup = RegistryLookup(registry)
+        #: each input topic's raw pool, its route and decoders
+        self.input_pools = InputPools(inputs, lake, self.options, self._lookup)
+        self.inputs = self.input_pools.inputs
         self._spark = spark
         self._shaper: Shaper | None = None
         if self.options.shaper is not None:
@@ -88,8 +78,6 @@ class Ingest:
         self._shared = LoopState()
         if heartbeat is not None:  # a service's: its liveness (engine.heartbeat)
             self._shared.heartbeat = heartbeat
-        self._route: dict[str, str] = {}  # topic -> pool
-        self._decoders: dict[tuple[str, str], PartDecoder] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -162,14 +150,14 @@ class Ingest:
         stages: Stages | None = None
         graceful = False
         try:
-            self._open_pools()
+            self.input_pools.open(shared)
             if self._shaper is not None:
                 self._shaper.check_syntax(self._get_spark())
             positions = Positions(shared, grouped)
             preparer = Preparer(
                 shared,
                 self.options,
-                self._decoders,
+                self.input_pools.decoders,
                 self._shaper,
                 self._get_spark,
                 registry=self._lookup,
@@ -178,14 +166,16 @@ class Ingest:
             writer = Writer(shared, positions, self.kafka, gc, on_commit)
             stages = Stages(shared, registry.prepare, writer.write, warm=preparer.warm)
             watch = KafkaWatch(self.kafka, shared, self.inputs[0].topic)
-            consume = ConsumeLoop(self.options, shared, positions, stages, gc, self._route, watch)
+            consume = ConsumeLoop(
+                self.options, shared, positions, stages, gc, self.input_pools.route, watch
+            )
             assignment = Assignment(
                 self.inputs,
                 kafka=self.kafka,
                 options=self.options,
                 shared=shared,
                 positions=positions,
-                route=self._route,
+                route=self.input_pools.route,
                 drop=consume.buffers.drop,
                 error_cb=watch.error_cb,
             )
@@ -214,37 +204,6 @@ class Ingest:
         if shared.error is not None:
             raise shared.error
         return self.status()
-
-    def _open_pools(self) -> None:
-        by_pool: dict[str, list[str]] = {}
-        for item in self.inputs:
-            by_pool.setdefault(item.pool, []).append(item.topic)
-            self._route[item.topic] = item.pool
-        for name, topics in by_pool.items():
-            if self.options.create_pools:
-                pool = self.lake.create_pool(name, exist_ok=True)
-            else:
-                pool = self.lake.open_pool(name)
-            if pool.kind != "raw":
-                raise IngestError(
-                    f"pool {name!r} is a {pool.kind} pool: from-kafka writes raw pools"
-                )
-            group = self.options.group
-            if group is None:
-                group = self.options.workers_group or default_group(name)
-            upkeep = Upkeep(
-                checkpoint_every=self.options.checkpoint_every,
-                compact_small_files=self.options.compact_small_files,
-            )
-            state = PoolState(pool, topics, group or None, upkeep)
-            with self._shared.lock:
-                self._shared.pools[name] = state
-            for topic in topics:
-                for part, fmt in (
-                    ("key", self.options.key_format),
-                    ("value", self.options.value_format),
-                ):
-                    self._decoders[(topic, part)] = PartDecoder(topic, part, fmt, self._lookup)
 
     def _get_spark(self) -> SparkSession:
         spark = self._spark

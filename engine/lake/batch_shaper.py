@@ -8,7 +8,8 @@ to store, with the columns ``kafka``, ``key`` and ``value``::
 
     SELECT kafka, key, value.after AS value FROM batch WHERE value.op <> 'd'
 
-Rules, checked for every batch, because the exactly-once bookkeeping depends on them:
+Rules, checked for every batch (:mod:`engine.lake.shaper_rules`), because the
+exactly-once bookkeeping depends on them:
 
 * ``kafka`` comes through unchanged: it must be a struct with ``topic``, ``partition``,
   ``offset`` and ``timestamp``, and every output row's (topic, partition, offset) must be
@@ -36,26 +37,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from engine.errors import ZyncError
 from engine.lake.pool_record import KAFKA_TYPE, record_rows
+from engine.lake.shaper_rules import COLUMNS, INDEX, ShaperError, check_columns, check_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, SparkSession
     from pyspark.sql.types import DataType
 
 VIEW = "batch"
 STAGE = "shaper"
 #: Spark jobs one batch may spend isolating failing records before giving up.
 MAX_JOBS_PER_BATCH = 200
-_KAFKA_FIELDS = ("topic", "partition", "offset", "timestamp")
-_COLUMNS = ("kafka", "key", "value")
-_IDX = "__zync_index"
-
-
-class ShaperError(ZyncError):
-    """The shaper is not valid SQL or breaks the rules above; the message says how."""
 
 
 @dataclass
@@ -139,23 +132,23 @@ class Shaper:
         value_type: DataType | None,
     ) -> ShapeResult:
         """Shape ``rows`` (records with ``kafka``, ``key``, ``value`` JSON text)."""
-        rows = rows.select(list(_COLUMNS))
+        rows = rows.select(list(COLUMNS))
         with self._lock:
             session = self._session_of(spark)
             jobs = [0]
             outputs: list[pa.Table] = []
             failures: list[tuple[int, str]] = []
             types: list[tuple[Any, Any]] = []
-            indexed = rows.append_column(_IDX, pa.array(range(rows.num_rows), pa.int64()))
+            indexed = rows.append_column(INDEX, pa.array(range(rows.num_rows), pa.int64()))
             self._shape(session, indexed, key_type, value_type, outputs, failures, types, jobs)
         if outputs:
-            shaped = pa.concat_tables(outputs).sort_by(_IDX)
+            shaped = pa.concat_tables(outputs).sort_by(INDEX)
         else:
             shaped = pa.table(
                 {"kafka": pa.array([], KAFKA_TYPE), "key": pa.array([], pa.string()),
-                 "value": pa.array([], pa.string()), _IDX: pa.array([], pa.int64())}
+                 "value": pa.array([], pa.string()), INDEX: pa.array([], pa.int64())}
             )
-        index = shaped.column(_IDX).to_pylist()
+        index = shaped.column(INDEX).to_pylist()
         table = record_rows(shaped.column("kafka"), shaped.column("key"), shaped.column("value"))
         key_out, value_out = types[0] if types else (key_type, value_type)
         return ShapeResult(table, index, sorted(failures), key_out, value_out)
@@ -191,7 +184,7 @@ class Shaper:
             raise ShaperError(f"{self.source}: {_first_line(exc)}") from None
         except (CapturedException, Py4JJavaError) as exc:
             if rows.num_rows == 1:
-                failures.append((int(rows.column(_IDX)[0].as_py()), _first_line(exc)))
+                failures.append((int(rows.column(INDEX)[0].as_py()), _first_line(exc)))
                 return
             half = rows.num_rows // 2
             for part in (rows.slice(0, half), rows.slice(half)):
@@ -213,14 +206,14 @@ class Shaper:
 
         from engine.sparktypes import parse_json_column
 
-        frame = session.createDataFrame(rows.select(list(_COLUMNS)))
+        frame = session.createDataFrame(rows.select(list(COLUMNS)))
         frame.select(
             "kafka",
             parse_json_column(F.col("key"), key_type).alias("key"),
             parse_json_column(F.col("value"), value_type).alias("value"),
         ).createOrReplaceTempView(VIEW)
         out = session.sql(self.sql)
-        self._check_columns(out)
+        check_columns(out, self.source)
         out_types = (out.schema["key"].dataType, out.schema["value"].dataType)
         kafka = F.struct(  # by name: a struct cast would go by position
             F.col("kafka.topic").cast("string").alias("topic"),
@@ -233,67 +226,7 @@ class Shaper:
             _json_text(F.col("key"), out_types[0]).alias("key"),
             _json_text(F.col("value"), out_types[1]).alias("value"),
         ).toArrow()
-        return self._check_rows(result, rows), out_types
-
-    def _check_columns(self, out: DataFrame) -> None:
-        # deferred: pyspark
-        from pyspark.sql.types import StructType
-
-        names = [f.name for f in out.schema.fields]
-        missing = [c for c in _COLUMNS if c not in names]
-        extra = [c for c in names if c not in _COLUMNS]
-        if "kafka" in missing:
-            raise ShaperError(
-                f"{self.source}: the shaper dropped the `kafka` column; keep it as it is "
-                "(from-kafka's exactly-once positions depend on it)"
-            )
-        if missing or extra or len(names) != len(set(names)):
-            raise ShaperError(
-                f"{self.source}: a shaper returns exactly the columns kafka, key and value "
-                f"(it returned {', '.join(names)})"
-            )
-        kafka = out.schema["kafka"].dataType
-        fields = [f.name for f in kafka.fields] if isinstance(kafka, StructType) else []
-        if sorted(fields) != sorted(_KAFKA_FIELDS):
-            raise ShaperError(
-                f"{self.source}: the shaper rewrote the `kafka` column (it must stay "
-                f"struct<topic, partition, offset, timestamp>; got {kafka.simpleString()})"
-            )
-
-    def _check_rows(self, result: pa.Table, rows: pa.Table) -> pa.Table:
-        """The output's (topic, partition, offset) set is within the input's, no repeats;
-        returns the output with each row's input index."""
-        def flat(table: pa.Table) -> pa.Table:
-            kafka = table.column("kafka")
-            return pa.table(
-                {
-                    "t": pc.struct_field(kafka, "topic"),
-                    "p": pc.struct_field(kafka, "partition"),
-                    "o": pc.struct_field(kafka, "offset"),
-                }
-            )
-
-        out_keys = flat(result).append_column("__row", pa.array(range(result.num_rows), pa.int64()))
-        in_keys = flat(rows).append_column(_IDX, rows.column(_IDX))
-        joined = out_keys.join(in_keys, ["t", "p", "o"], join_type="left outer")
-        unknown = joined.filter(pc.is_null(joined.column(_IDX)))
-        if unknown.num_rows:
-            row = unknown.slice(0, 1).to_pylist()[0]
-            raise ShaperError(
-                f"{self.source}: the shaper rewrote `kafka`: it returned a row for "
-                f"{row['t']}[{row['p']}] offset {row['o']}, which is not one of its input "
-                "records (keep the kafka column as it is)"
-            )
-        if joined.num_rows != result.num_rows or len(
-            pc.unique(joined.column("__row"))
-        ) != result.num_rows or len(pc.unique(joined.column(_IDX))) != joined.num_rows:
-            raise ShaperError(
-                f"{self.source}: the shaper returned more than one row for an input record "
-                "(a shaper keeps, changes or drops each record; use an ETL rule to fan out)"
-            )
-        joined = joined.sort_by("__row")
-        return result.append_column(_IDX, joined.column(_IDX))
-
+        return check_rows(result, rows, self.source), out_types
 
 def _json_text(column: Column, data_type: DataType) -> Column:
     """The JSON text of a column of any type (NULL stays NULL)."""

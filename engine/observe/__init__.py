@@ -9,6 +9,7 @@ could not see in words (``error`` fields) instead of raising.
   composes the parts below and is what callers hold;
 * :mod:`engine.observe.reports` — the snapshot types it returns;
 * :mod:`engine.observe.topics_view` — every topic partition the pipeline reads or writes;
+  :mod:`engine.observe.output_topics` — its rows of the ETLs' output topics;
 * :mod:`engine.observe.kafka_probe` — asking Kafka and the registry, reading records' times;
 * :mod:`engine.observe.lag` — lag in records and in time, and ingest rates;
 * :mod:`engine.observe.dead_letters` — the records from-kafka could not decode;

@@ -44,6 +44,16 @@ class SnapshotPools:
                 pool.refresh()
             return pool
 
+    def pool_or_error(self, name: str, lake_error: str | None) -> tuple[Pool | None, str | None]:
+        """The pool ``name`` of the topics snapshot, or None and why not (the lake's own
+        error when there is one)."""
+        if lake_error:
+            return None, lake_error
+        try:
+            return self.pool(name), None
+        except Exception as exc:  # noqa: BLE001 - shown in words
+            return None, one_line(exc, limit=300)
+
     def lake_error(self) -> str | None:
         where = self.lake.location
         if not where.is_local:

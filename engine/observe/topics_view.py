@@ -3,34 +3,26 @@
 Inputs are the ETLs' input topics and every topic found in a raw pool: per partition,
 the watermarks, the lake's offset, lag (:mod:`engine.observe.lag`), rate and dead letters.
 Outputs are the ETLs' output topics: the staging pool's last offset and the topic's
-watermarks. A broker that is down gives rows with the lake's positions and a Kafka
-error; a missing lake gives an error and no rows.
+watermarks (:mod:`engine.observe.output_topics`). A broker that is down gives rows with
+the lake's positions and a Kafka error; a missing lake gives an error and no rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from engine.errors import one_line
-from engine.kafka.envelope_names import DEFAULT
 from engine.observe.dead_letters import DeadLetters
 from engine.observe.kafka_probe import KafkaProbe
 from engine.observe.lag import Rates, partition_lag
-from engine.observe.reports import IN, OUT, TopicSnapshot, TopicsReport
+from engine.observe.output_topics import OutputTopics
+from engine.observe.reports import IN, TopicSnapshot, TopicsReport
 from engine.observe.snapshot_pools import SnapshotPools
 
 if TYPE_CHECKING:
     from engine.etl.config import EtlConfig
     from engine.lake.pools import Pool
-
-
-class _Output(NamedTuple):
-    topic: str
-    staged: str
-    pool: str
-    etl: str
-    envelope: str
 
 
 class TopicsView:
@@ -51,7 +43,7 @@ class TopicsView:
         self.clock = clock
         self.rates = Rates()
         self._topics_cache: dict[str, tuple[int, list[str]]] = {}
-        self._delivered: dict[tuple[str, int | None], int | None] = {}
+        self.output_topics = OutputTopics(pools, probe, etls, self.rates)
 
     def report(self) -> TopicsReport:
         """Watermarks, lake positions, lag, rate and dead letters of every topic partition."""
@@ -64,10 +56,12 @@ class TopicsView:
                 try:
                     inputs = self._inputs()
                 except Exception as exc:  # noqa: BLE001 - shown in words
-                    lake_error = f"cannot read the lake at {lake.location}: {one_line(exc, limit=300)}"
+                    lake_error = (
+                        f"cannot read the lake at {lake.location}: {one_line(exc, limit=300)}"
+                    )
             elif self.etls:
                 inputs = [(e.topic, e.pool) for c in self.etls for e in c.inputs]
-            outputs = self._outputs()
+            outputs = self.output_topics.configured()
             partitions, kafka_error = self.probe.partitions()
             registry_error = self.probe.registry_check()
             rows: list[TopicSnapshot] = []
@@ -76,7 +70,7 @@ class TopicsView:
                     self._input_rows(topic, pool_name, partitions, kafka_error, lake_error, now)
                 )
             for output in outputs:
-                rows.extend(self._output_rows(output, partitions, kafka_error, lake_error, now))
+                rows.extend(self.output_topics.rows(output, partitions, kafka_error, lake_error, now))
             return TopicsReport(
                 taken_at=now,
                 topics=tuple(rows),
@@ -118,22 +112,6 @@ class TopicsView:
         self._topics_cache[pool.name] = (pool.version, topics)
         return topics
 
-    def _outputs(self) -> list[_Output]:
-        """Every ETL output: its topic, the staging topic it carries, pool, ETL, envelope."""
-        return [
-            _Output(o.topic, o.staged, o.pool, config.name, o.envelope or DEFAULT)
-            for config in self.etls
-            for o in config.outputs
-        ]
-
-    def _pool_or_error(self, name: str, lake_error: str | None) -> tuple[Pool | None, str | None]:
-        if lake_error:
-            return None, lake_error
-        try:
-            return self.pools.pool(name), None
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            return None, one_line(exc, limit=300)
-
     def _input_rows(
         self,
         topic: str,
@@ -143,7 +121,7 @@ class TopicsView:
         lake_error: str | None,
         now: float,
     ) -> list[TopicSnapshot]:
-        pool, pool_error = self._pool_or_error(pool_name, lake_error)
+        pool, pool_error = self.pools.pool_or_error(pool_name, lake_error)
         count = (partitions or {}).get(topic, 0)
         parts = list(range(count))
         if pool is not None:
@@ -194,93 +172,3 @@ class TopicsView:
                 )
             )
         return rows
-
-    def _output_rows(
-        self,
-        output: _Output,
-        partitions: Mapping[str, int] | None,
-        kafka_error: str | None,
-        lake_error: str | None,
-        now: float,
-    ) -> list[TopicSnapshot]:
-        from engine.etl.cursors import out_app  # deferred: engine.etl loads delta-rs
-
-        topic, pool_name = output.topic, output.pool
-        pool, error = self._pool_or_error(pool_name, lake_error)
-        staged = None
-        if pool is not None:
-            next_offset = pool.app_version(out_app(output.etl, output.staged))
-            staged = None if next_offset is None else next_offset - 1
-        low = high = None
-        if partitions is not None and topic in partitions:
-            marks, mark_error = self.probe.watermarks(topic, list(range(partitions[topic])))
-            error = error or mark_error
-            if marks:
-                low = min(m[0] for m in marks.values())
-                high = sum(m[1] for m in marks.values())
-        else:
-            error = error or kafka_error
-        rate, history = self.rates.add((topic, 0, OUT), now, staged)
-        delivered = None
-        if partitions is not None and topic in partitions:
-            delivered, read_error = self._delivered_offset(topic, partitions[topic], high)
-            error = error or read_error
-        lag = None
-        if staged is not None:
-            lag = max(0, staged - (-1 if delivered is None else delivered))
-        return [
-            TopicSnapshot(
-                topic=topic,
-                partition=0,
-                pool=pool_name,
-                direction=OUT,
-                low=low,
-                high=high,
-                lake_offset=staged,
-                lag_records=lag,
-                rate=rate,
-                history=history,
-                error=error,
-                envelope=output.envelope,
-                staged=output.staged,
-                delivered_offset=delivered,
-            )
-        ]
-
-    def _delivered_offset(
-        self, topic: str, count: int, high: int | None
-    ) -> tuple[int | None, str | None]:
-        """The last pool offset delivered to ``topic`` — the position to-kafka commits
-        with its records (docs/design.md#exactly-once-to-kafka), else its messages'
-        ``zync.offset`` headers read from its tail (a topic a zync before committed
-        positions delivered) — once per high watermark, or None and why not."""
-        key = (topic, high)
-        if key in self._delivered:
-            return self._delivered[key], None
-        # deferred: the delivery's positions load confluent_kafka
-        from engine.deliver.committed import CommittedPositions
-        from engine.deliver.positions import read_positions
-
-        assert self.probe.kafka is not None
-        partitions = list(range(count))
-        try:
-            committed = CommittedPositions(self.probe.kafka, topic)
-            try:
-                found = {
-                    p: c.position
-                    for p, c in committed.read(partitions, self.probe.timeout).items()
-                    if c is not None
-                }
-            finally:
-                committed.close()
-            if not any(found.values()):
-                found = read_positions(
-                    self.probe.kafka, topic, partitions, timeout=self.probe.timeout
-                ).positions
-        except Exception as exc:  # noqa: BLE001 - shown in words
-            return None, f"cannot read {topic}'s delivered position: {one_line(exc, limit=300)}"
-        offsets = [p.offset for p in found.values() if p is not None]
-        delivered = max(offsets) if offsets else None
-        self._delivered = {k: v for k, v in self._delivered.items() if k[0] != topic}
-        self._delivered[key] = delivered
-        return delivered, None

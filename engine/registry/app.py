@@ -168,7 +168,7 @@ def create_app(db_path: str | Path) -> FastAPI:
 
     @app.get("/subjects")
     def list_subjects(request: Request) -> list[str]:
-        subjects = store.subjects(
+        subjects = store.lookups.subjects(
             prefix=request.query_params.get("subjectPrefix", ""),
             deleted=_flag(request, "deleted"),
             deleted_only=_flag(request, "deleted_only", "deletedOnly"),
@@ -177,7 +177,7 @@ def create_app(db_path: str | Path) -> FastAPI:
 
     @app.get("/subjects/{subject}/versions")
     def list_versions(subject: str, request: Request) -> list[int]:
-        versions = store.versions(
+        versions = store.lookups.versions(
             subject,
             deleted=_flag(request, "deleted"),
             deleted_only=_flag(request, "deleted_only", "deletedOnly"),
@@ -192,17 +192,19 @@ def create_app(db_path: str | Path) -> FastAPI:
     @app.get("/subjects/{subject}/versions/{version}")
     def get_version(subject: str, version: str, request: Request) -> dict[str, Any]:
         number = parse_version(version)
-        return _version_body(store.get_version(subject, number, deleted=_flag(request, "deleted")))
+        return _version_body(
+            store.lookups.get_version(subject, number, deleted=_flag(request, "deleted"))
+        )
 
     @app.get("/subjects/{subject}/versions/{version}/schema")
     def get_version_schema(subject: str, version: str, request: Request) -> Response:
         number = parse_version(version)
-        found = store.get_version(subject, number, deleted=_flag(request, "deleted"))
+        found = store.lookups.get_version(subject, number, deleted=_flag(request, "deleted"))
         return Response(content=found.record.schema, media_type=CONTENT_TYPE)
 
     @app.get("/subjects/{subject}/versions/{version}/referencedby")
     def referenced_by(subject: str, version: str, request: Request) -> list[int]:
-        return _page(store.referenced_by(subject, parse_version(version)), request)
+        return _page(store.lookups.referenced_by(subject, parse_version(version)), request)
 
     @app.delete("/subjects/{subject}/versions/{version}")
     def delete_version(subject: str, version: str, request: Request) -> int:
@@ -212,7 +214,7 @@ def create_app(db_path: str | Path) -> FastAPI:
     @app.post("/subjects/{subject}")
     def lookup(subject: str, request: Request, body: JsonBody) -> dict[str, Any]:
         schema, schema_type, references = _schema_fields(body)
-        found = store.lookup(
+        found = store.lookups.lookup(
             subject, schema, schema_type, references, deleted=_flag(request, "deleted")
         )
         return _version_body(found)
@@ -228,7 +230,7 @@ def create_app(db_path: str | Path) -> FastAPI:
         # Confluent's "GET /schemas": every version of the subjects under a prefix, or
         # each one's latest (``latestOnly``), in one answer (a loop starting over
         # hundreds of topics reads their schemas in one request)
-        found = store.versions_under(
+        found = store.lookups.versions_under(
             request.query_params.get("subjectPrefix", ""),
             deleted=_flag(request, "deleted"),
             latest_only=_flag(request, "latestOnly", "latest_only"),
@@ -239,7 +241,7 @@ def create_app(db_path: str | Path) -> FastAPI:
 
     @app.get("/schemas/ids/{schema_id}")
     def get_schema(schema_id: str) -> dict[str, Any]:
-        record = store.get_schema(_schema_id(schema_id))
+        record = store.lookups.get_schema(_schema_id(schema_id))
         out: dict[str, Any] = {"schema": record.schema}
         if record.schema_type != "AVRO":
             out["schemaType"] = record.schema_type
@@ -249,19 +251,23 @@ def create_app(db_path: str | Path) -> FastAPI:
 
     @app.get("/schemas/ids/{schema_id}/schema")
     def get_raw_schema(schema_id: str) -> Response:
-        record = store.get_schema(_schema_id(schema_id))
+        record = store.lookups.get_schema(_schema_id(schema_id))
         return Response(content=record.schema, media_type=CONTENT_TYPE)
 
     @app.get("/schemas/ids/{schema_id}/versions")
     def get_schema_versions(schema_id: str, request: Request) -> list[dict[str, Any]]:
-        pairs = store.schema_versions(_schema_id(schema_id), deleted=_flag(request, "deleted"))
+        pairs = store.lookups.schema_versions(
+            _schema_id(schema_id), deleted=_flag(request, "deleted")
+        )
         wanted = request.query_params.get("subject")
         rows = [{"subject": s, "version": v} for s, v in pairs if wanted in (None, s)]
         return _page(rows, request)
 
     @app.get("/schemas/ids/{schema_id}/subjects")
     def get_schema_subjects(schema_id: str, request: Request) -> list[str]:
-        pairs = store.schema_versions(_schema_id(schema_id), deleted=_flag(request, "deleted"))
+        pairs = store.lookups.schema_versions(
+            _schema_id(schema_id), deleted=_flag(request, "deleted")
+        )
         wanted = request.query_params.get("subject")
         subjects = sorted({s for s, _ in pairs if wanted in (None, s)})
         return _page(subjects, request)
@@ -273,32 +279,32 @@ def create_app(db_path: str | Path) -> FastAPI:
 
     @app.get("/config")
     def get_global_config() -> dict[str, str]:
-        return {"compatibilityLevel": store.compatibility() or "BACKWARD"}
+        return {"compatibilityLevel": store.levels.compatibility() or "BACKWARD"}
 
     @app.put("/config")
     def put_global_config(body: JsonBody) -> dict[str, str]:
-        return {"compatibility": store.set_compatibility(_level_from(body))}
+        return {"compatibility": store.levels.set_compatibility(_level_from(body))}
 
     @app.delete("/config")
     def delete_global_config() -> dict[str, str]:
-        return {"compatibilityLevel": store.delete_compatibility()}
+        return {"compatibilityLevel": store.levels.delete_compatibility()}
 
     @app.get("/config/{subject}")
     def get_subject_config(subject: str, request: Request) -> dict[str, str]:
-        level = store.compatibility(subject)
+        level = store.levels.compatibility(subject)
         if level is None:
             if not _flag(request, "defaultToGlobal"):
                 raise subject_config_not_found(subject)
-            level = store.compatibility() or "BACKWARD"
+            level = store.levels.compatibility() or "BACKWARD"
         return {"compatibilityLevel": level}
 
     @app.put("/config/{subject}")
     def put_subject_config(subject: str, body: JsonBody) -> dict[str, str]:
-        return {"compatibility": store.set_compatibility(_level_from(body), subject)}
+        return {"compatibility": store.levels.set_compatibility(_level_from(body), subject)}
 
     @app.delete("/config/{subject}")
     def delete_subject_config(subject: str) -> dict[str, str]:
-        return {"compatibilityLevel": store.delete_compatibility(subject)}
+        return {"compatibilityLevel": store.levels.delete_compatibility(subject)}
 
     # -- compatibility --------------------------------------------------------------
 

@@ -2,25 +2,22 @@
 
 :class:`Coercer` walks a fastavro-parsed schema alongside a JSON value and makes it
 Avro-ready: integral floats become ints, ints floats, base64 (or UTF-8) text bytes,
-numbers or strings decimals, ISO-8601 text timestamps, dates and times; missing fields
-take their default. Every mismatch is collected with its field path
-(``value.after.ID: expected long, got "abc"``) and reported together as an
+numbers or strings decimals, ISO-8601 text timestamps, dates and times (the leaf values:
+:mod:`engine.kafka.codecs.avro_scalars`); missing fields take their default. Every
+mismatch is collected with its field path (``value.after.ID: expected long, got "abc"``)
+and reported together as an
 :class:`AvroValidationError`. :func:`engine.kafka.codecs.avro.coerce_json` and
 :func:`~engine.kafka.codecs.avro.validate` are the entry points.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import decimal
-import json
 from typing import Any
 
 from engine.kafka.codecs.avro_binary import PRIMITIVES
-
-_INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+from engine.kafka.codecs.avro_scalars import ScalarCoercer, shown
 
 
 class AvroValidationError(ValueError):
@@ -30,23 +27,6 @@ class AvroValidationError(ValueError):
         self.errors = errors
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         super().__init__(f"{errors[0]}{more}" if errors else "invalid value")
-
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, bytes):
-        return f"{len(value)} bytes"
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _type_name(schema: Any) -> str:
@@ -75,6 +55,7 @@ class Coercer:
     def __init__(self, named: dict[str, Any], bytes_encoding: str | None) -> None:
         self.named = named
         self.bytes_encoding = bytes_encoding
+        self.scalars = ScalarCoercer(bytes_encoding)
 
     def resolve(self, schema: Any) -> Any:
         while True:
@@ -96,7 +77,7 @@ class Coercer:
         if isinstance(schema, list):
             return self.union(schema, value, path, errors)
         if isinstance(schema, str):
-            return self.primitive(schema, None, schema, value, path, errors)
+            return self.scalars.primitive(schema, None, schema, value, path, errors)
         t = schema["type"]
         logical = schema.get("logicalType")
         if t in ("record", "error"):
@@ -104,144 +85,39 @@ class Coercer:
         if t == "enum":
             if not isinstance(value, str) or value not in schema["symbols"]:
                 errors.append(
-                    f"{path}: {_show(value)} is not one of {', '.join(schema['symbols'])}"
+                    f"{path}: {shown(value)} is not one of {', '.join(schema['symbols'])}"
                 )
             return value
         if t == "array":
             if not isinstance(value, (list, tuple)):
-                errors.append(f"{path}: expected an array, got {_show(value)}")
+                errors.append(f"{path}: expected an array, got {shown(value)}")
                 return value
             return [
                 self.coerce(schema["items"], v, f"{path}[{i}]", errors) for i, v in enumerate(value)
             ]
         if t == "map":
             if not isinstance(value, dict):
-                errors.append(f"{path}: expected an object (map), got {_show(value)}")
+                errors.append(f"{path}: expected an object (map), got {shown(value)}")
                 return value
             out = {}
             for k, v in value.items():
                 if not isinstance(k, str):
-                    errors.append(f"{path}: map key {_show(k)} is not a string")
+                    errors.append(f"{path}: map key {shown(k)} is not a string")
                     continue
                 out[k] = self.coerce(schema["values"], v, f"{path}.{k}", errors)
             return out
         if t == "fixed":
             if logical == "decimal":
-                return self.decimal(schema, value, path, errors)
-            raw = self.bytes_value(value, path, errors, "fixed")
+                return self.scalars.decimal(schema, value, path, errors)
+            raw = self.scalars.bytes_value(value, path, errors, "fixed")
             if isinstance(raw, bytes) and len(raw) != schema["size"]:
                 errors.append(f"{path}: expected {schema['size']} bytes, got {len(raw)}")
             return raw
-        return self.primitive(t, logical, schema, value, path, errors)
-
-    def primitive(
-        self, t: str, logical: Any, schema: Any, value: Any, path: str, errors: list[str]
-    ) -> Any:
-        if logical == "decimal" and t == "bytes":
-            return self.decimal(schema, value, path, errors)
-        if logical in (
-            "timestamp-millis",
-            "timestamp-micros",
-            "local-timestamp-millis",
-            "local-timestamp-micros",
-        ) and isinstance(value, str):
-            try:
-                parsed = dt.datetime.fromisoformat(value)
-            except ValueError:
-                errors.append(
-                    f"{path}: expected {logical} (a number or ISO-8601 text), got {_show(value)}"
-                )
-                return value
-            if parsed.tzinfo is None and not logical.startswith("local"):
-                parsed = parsed.replace(tzinfo=dt.UTC)
-            return parsed
-        if logical == "date" and isinstance(value, str):
-            try:
-                return dt.date.fromisoformat(value)
-            except ValueError:
-                errors.append(f"{path}: expected a date (YYYY-MM-DD), got {_show(value)}")
-                return value
-        if logical in ("time-millis", "time-micros") and isinstance(value, str):
-            try:
-                return dt.time.fromisoformat(value)
-            except ValueError:
-                errors.append(f"{path}: expected a time (HH:MM:SS), got {_show(value)}")
-                return value
-        if t == "null":
-            if value is not None:
-                errors.append(f"{path}: expected null, got {_show(value)}")
-            return value
-        if t == "boolean":
-            if not isinstance(value, bool):
-                errors.append(f"{path}: expected boolean, got {_show(value)}")
-            return value
-        if t in ("int", "long"):
-            if isinstance(value, float) and value.is_integer() and self.bytes_encoding is not None:
-                value = int(value)
-            if isinstance(value, (dt.datetime, dt.date, dt.time)) and logical:
-                return value
-            if not isinstance(value, int) or isinstance(value, bool):
-                errors.append(f"{path}: expected {t}, got {_show(value)}")
-                return value
-            low, high = _INT_RANGE[t]
-            if not low <= value <= high:
-                errors.append(f"{path}: {value} is out of range for {t}")
-            return value
-        if t in ("float", "double"):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                errors.append(f"{path}: expected {t}, got {_show(value)}")
-                return value
-            return float(value)
-        if t == "string":
-            if not isinstance(value, str):
-                errors.append(f"{path}: expected string, got {_show(value)}")
-            return value
-        if t == "bytes":
-            return self.bytes_value(value, path, errors, "bytes")
-        errors.append(f"{path}: unsupported schema type {t!r}")
-        return value
-
-    def bytes_value(self, value: Any, path: str, errors: list[str], what: str) -> Any:
-        if isinstance(value, (bytes, bytearray)):
-            return bytes(value)
-        if isinstance(value, str) and self.bytes_encoding == "base64":
-            try:
-                return base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                errors.append(f"{path}: expected base64 text for {what}, got {_show(value)}")
-                return value
-        if isinstance(value, str) and self.bytes_encoding == "utf-8":
-            return value.encode("utf-8")
-        errors.append(f"{path}: expected {what}, got {_show(value)}")
-        return value
-
-    def decimal(self, schema: Any, value: Any, path: str, errors: list[str]) -> Any:
-        scale = int(schema.get("scale", 0))
-        precision = int(schema.get("precision", 0))
-        if isinstance(value, bool) or not isinstance(value, (decimal.Decimal, int, float, str)):
-            errors.append(f"{path}: expected a decimal, got {_show(value)}")
-            return value
-        if not isinstance(value, decimal.Decimal) and self.bytes_encoding is None:
-            errors.append(f"{path}: expected a Decimal, got {_show(value)}")
-            return value
-        try:
-            number = (
-                decimal.Decimal(str(value)) if not isinstance(value, decimal.Decimal) else value
-            )
-            exact = number.quantize(decimal.Decimal(1).scaleb(-scale))
-        except decimal.InvalidOperation:
-            errors.append(f"{path}: expected a decimal, got {_show(value)}")
-            return value
-        if not number.is_finite() or exact != number:
-            errors.append(f"{path}: {_show(value)} does not fit decimal({precision},{scale})")
-            return value
-        if precision and len(exact.as_tuple().digits) > precision and exact != 0:
-            errors.append(f"{path}: {_show(value)} has more than {precision} digits")
-        return exact
+        return self.scalars.primitive(t, logical, schema, value, path, errors)
 
     def record(self, schema: Any, value: Any, path: str, errors: list[str]) -> Any:
         if not isinstance(value, dict):
-            errors.append(f"{path}: expected {_type_name(schema)}, got {_show(value)}")
+            errors.append(f"{path}: expected {_type_name(schema)}, got {shown(value)}")
             return value
         out = {}
         names = set()
@@ -282,7 +158,7 @@ class Coercer:
         if len(attempts) == 1:
             errors.extend(attempts[0])
         else:
-            errors.append(f"{path}: expected {_type_name(branches)}, got {_show(value)}")
+            errors.append(f"{path}: expected {_type_name(branches)}, got {shown(value)}")
         return value
 
 
@@ -313,5 +189,3 @@ def _fits_kind(schema: Any, value: Any) -> bool:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return logical is not None
     return True
-
-
