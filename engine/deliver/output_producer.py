@@ -66,7 +66,7 @@ class OutputProducer:
         )
         # else its coordinator lookup may go out on the bootstrap connection librdkafka
         # drops, and be asked again 500 ms later
-        look_at_cluster(made, self.topic)
+        look_at_cluster(made)
         try:
             # fences the previous incarnation and completes its open transaction
             self.faults.wait(made, made.init_transactions, "starting the producer")

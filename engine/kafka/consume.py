@@ -238,7 +238,7 @@ def _records(
         kafka.subscribe([options.topic], on_assign=on_assign)
     else:
         kafka = make_consumer(profile)
-        look_at_cluster(kafka, options.topic)  # else it fetches nothing before its next scan
+        look_at_cluster(kafka)  # else it fetches nothing before its next scan
         kafka.assign([TopicPartition(options.topic, p, start) for p in partitions])
     count = 0
     try:

@@ -218,7 +218,7 @@ class FakeProducer:
         if self.calls <= self.timeouts:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "flush", retriable=True))
 
-    def list_topics(self, topic: str, timeout: float) -> None:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
         if not self.answers:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "metadata"))
 
@@ -351,7 +351,7 @@ def test_a_transactional_producer_looks_at_the_cluster_before_init_transactions(
 
     class Recording:
         def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
-            calls.append(f"list_topics {topic}")
+            calls.append(f"list_topics {topic or 'of the cluster'}")
 
         def init_transactions(self, timeout: float) -> None:
             calls.append("init_transactions")
@@ -359,13 +359,13 @@ def test_a_transactional_producer_looks_at_the_cluster_before_init_transactions(
     monkeypatch.setattr(clients, "producer", lambda *args, **kwargs: Recording())
     status, _ = board()
     Transactions(KAFKA, "out", status).start()
-    assert calls == ["list_topics out", "init_transactions"]
+    assert calls == ["list_topics of the cluster", "init_transactions"]
 
 
 def test_a_cluster_that_does_not_answer_the_look_is_left_to_the_next_call() -> None:
     from engine.kafka.clients import look_at_cluster
 
-    look_at_cluster(FakeProducer(0, answers=False), "out", timeout=0.01)  # type: ignore[arg-type]
+    look_at_cluster(FakeProducer(0, answers=False), timeout=0.01)  # type: ignore[arg-type]
 
 
 def test_a_refused_claims_topic_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
