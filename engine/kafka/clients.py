@@ -220,8 +220,17 @@ def check_reachable(profile: KafkaProfile, timeout: float = 10.0) -> dict[str, A
     the setting to fix (:mod:`engine.kafka.refusals`); anything else (nothing listening,
     say) is retried until ``timeout``.
     """
+    return _look(profile, *_watched_admin(profile), timeout)
+
+
+def _watched_admin(profile: KafkaProfile) -> tuple[AdminClient, ErrorLog]:
+    """An admin client, and the log of its errors (where a refusal's reason is)."""
     errors = ErrorLog()
-    admin = _built(AdminClient, profile, client_config(profile, errors=errors))
+    return _built(AdminClient, profile, client_config(profile, errors=errors)), errors
+
+
+def _look(profile: KafkaProfile, admin: AdminClient, errors: ErrorLog, timeout: float) -> dict[str, Any]:
+    """:func:`check_reachable` with ``admin``, whose errors ``errors`` logs."""
     deadline = time.monotonic() + timeout
     wait = 0.25  # grows, so a slow but healthy cluster still gets the time it needs
     while True:
@@ -287,7 +296,8 @@ def ensure_topics(
     partitions and whether it was created. One look at the cluster for them all: a
     process delivering 400 outputs used to look 800 times, one after the other."""
     with _create_lock:
-        known = check_reachable(profile, timeout)
+        admin, errors = _watched_admin(profile)  # one client for the looks and the creation
+        known = _look(profile, admin, errors, timeout)
         missing = [
             NewTopic(
                 name,
@@ -300,7 +310,6 @@ def ensure_topics(
         ]
         created: set[str] = set()
         if missing:
-            admin = admin_client(profile)  # kept until the futures are done
             futures = admin.create_topics(missing, request_timeout=timeout)
             for name, future in futures.items():
                 try:
@@ -316,7 +325,7 @@ def ensure_topics(
             # controller created it (KRaft): look again until it does
             deadline = time.monotonic() + timeout
             while True:
-                known = check_reachable(profile, timeout)
+                known = _look(profile, admin, errors, timeout)
                 absent = [t for t in topics if not known.get(t)]
                 if not absent:
                     break
