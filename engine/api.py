@@ -1,16 +1,18 @@
-"""The engine's public surface: everything the CLI, the console and the demo may use.
+"""The engine's public surface: everything the CLI, the console and the demo use.
 
 ``zync_tui`` (the typer CLI and the Textual console) and ``demo`` import the engine only
-through this module, so what they rely on is listed in one place (``__all__``, grouped
-below) with its real types. Scripts, tests and benchmarks may use it too.
+through this module, so what they rely on is listed in one place (:data:`ORIGINS`,
+grouped) with its real types: the operations they call, the read models and errors those
+return and raise, and nothing else (a name none of them uses leaves it; scripts, tests
+and benchmarks import the engine's own modules for the rest).
 
 Importing it starts nothing (no directories, no logging set-up, no Spark, no processes)
 and loads no engine module: a name is imported from the module that defines it when it is
-first used (PEP 562, :mod:`engine.lazy_names`), so ``from engine.api import Ingest`` loads
-the from-kafka loop and not the ETL or to-kafka — the engine's modules together take most
-of a second to import, which every CLI command would pay. :data:`ORIGINS` lists each name
-and where it comes from; the imports under ``TYPE_CHECKING`` say the same for type
-checkers (tests/unit/test_api.py checks they agree).
+first used (PEP 562, :mod:`engine.lazy_names`), so ``from engine.api import
+FromKafkaService`` loads the from-kafka service and not the ETL or to-kafka — the
+engine's modules together take most of a second to import, which every CLI command would
+pay. The imports under ``TYPE_CHECKING`` say where each name comes from for type checkers
+(tests/unit/test_api.py checks they and :data:`ORIGINS` agree).
 """
 
 from __future__ import annotations
@@ -50,9 +52,7 @@ if TYPE_CHECKING:
     from engine.gotools.tools import declared as go_tools
     from engine.gotools.tools import install as install_go_tool
     from engine.gotools.tools import installed as go_tool
-    from engine.gotools.tools import require as require_go_tool
     from engine.ingest.allocators import keep_freed_pages
-    from engine.ingest.loop import Ingest
     from engine.ingest.options import IngestInput, IngestOptions, load_inputs
     from engine.ingest.stats import CommitInfo, IngestStats
     from engine.jvm.artifacts import SETUP_COMMAND, ArtifactSet, Resolved
@@ -103,14 +103,7 @@ if TYPE_CHECKING:
     from engine.lake.delta import DeltaError
     from engine.lake.lake_tables import TableError, lake_tables
     from engine.lake.location import Location, resolve_lake
-    from engine.lake.maintenance import (
-        CompactResult,
-        VacuumResult,
-        checkpoint,
-        compact,
-        last_checkpoint,
-        vacuum,
-    )
+    from engine.lake.maintenance import CompactResult, VacuumResult, checkpoint, compact, vacuum
     from engine.lake.pool_errors import PoolError
     from engine.lake.pool_record import record_rows
     from engine.lake.pool_report import (
@@ -126,12 +119,10 @@ if TYPE_CHECKING:
         staged_outputs,
     )
     from engine.lake.pools import RAW, STAGING, Lake, Pool
-    from engine.lake.query import Catalog, QueryError, query
+    from engine.lake.query import QueryError
     from engine.lake.query_result import QueryResult, QueryTable, query_result
     from engine.lake.topic_types import TopicTypes
     from engine.local.broker import make_class_archive as make_broker_class_archive
-    from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
-    from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
     from engine.local.stack import ComponentStatus, StackReport
     from engine.local.stack import down as dev_down
     from engine.local.stack import status as dev_status
@@ -146,7 +137,6 @@ if TYPE_CHECKING:
         TopicsReport,
     )
     from engine.observe.tables_view import TableSnapshot, TablesReport, with_apply_status
-    from engine.serve.auth import TOKEN_ENV as CONTROL_TOKEN_ENV
     from engine.serve.auth import Guard, TokenError, load_token
     from engine.serve.client import ApiClient, ApiError, is_socket_target
     from engine.serve.documents import (
@@ -156,29 +146,21 @@ if TYPE_CHECKING:
         tables_from,
         topics_from,
     )
-    from engine.serve.health import WEDGED_AFTER
     from engine.serve.journal import Entry as JournalEntry
     from engine.serve.journal import event_entry, json_line, record_entry
     from engine.serve.process import DemoControls, ServedProcess
     from engine.serve.server import ApiServer, ServeError, serve
-    from engine.serve.sockets import ListenError, TcpAddress, listening_sockets, parse_address
+    from engine.serve.sockets import ListenError, listening_sockets, parse_address
     from engine.serve.sockets import run_dir as api_run_dir
     from engine.serve.sockets import socket_path as api_socket_path
-    from engine.serve.status_document import SCHEMA as STATUS_SCHEMA
     from engine.services.apply import ApplyService
     from engine.services.deliver import ToKafkaService
-    from engine.services.etl import ETL_INTERVAL, EtlService
     from engine.services.ingest import FromKafkaService
     from engine.services.outputs import config_outputs
     from engine.services.pipeline import AnyService, Pipeline
     from engine.services.service import (
         FAILED,
-        RUNNING,
-        STARTING,
-        STOPPED,
-        STOPPING,
         Commit,
-        Service,
         ServiceDetail,
         ServiceError,
         ServiceEvent,
@@ -190,7 +172,6 @@ if TYPE_CHECKING:
     from engine.settings.kafka import KafkaProfile, load_kafka_profile
     from engine.settings.registry import RegistryProfile, load_registry_profile
     from engine.settings.spark import SparkSettings, load_spark_settings
-    from engine.settings.storage import StorageSettings, load_storage_settings
     from engine.spark import Spark, get_spark
     from engine.spark import make_class_archive as make_spark_class_archive
 
@@ -223,8 +204,6 @@ ORIGINS: dict[str, str] = {
     "SparkSettings": "engine.settings.spark",
     "resolve_lake": "engine.lake.location",
     "Location": "engine.lake.location",
-    "StorageSettings": "engine.settings.storage",
-    "load_storage_settings": "engine.settings.storage",
     "load_kafka_profile": "engine.settings.kafka",
     "load_registry_profile": "engine.settings.registry",
     "load_spark_settings": "engine.settings.spark",
@@ -245,7 +224,6 @@ ORIGINS: dict[str, str] = {
     "go_tool": "engine.gotools.tools:installed",
     "go_tools": "engine.gotools.tools:declared",
     "install_go_tool": "engine.gotools.tools:install",
-    "require_go_tool": "engine.gotools.tools:require",
     # class archives `zync setup` makes, so JVMs start faster (engine/jvm/class_archive.py)
     "ClassArchive": "engine.jvm.class_archive",
     "ClassArchiveError": "engine.jvm.class_archive",
@@ -253,8 +231,6 @@ ORIGINS: dict[str, str] = {
     "make_broker_class_archive": "engine.local.broker:make_class_archive",
     "make_spark_class_archive": "engine.spark:make_class_archive",
     # dev stack: the embedded broker and registry (`zync dev up|down|status`)
-    "DEV_READY_TIMEOUT": "engine.local.stack:READY_TIMEOUT",
-    "DEV_STOP_TIMEOUT": "engine.local.processes:STOP_TIMEOUT",
     "ComponentStatus": "engine.local.stack",
     "StackReport": "engine.local.stack",
     "dev_down": "engine.local.stack:down",
@@ -263,7 +239,6 @@ ORIGINS: dict[str, str] = {
     # lake and pools: pools, their maintenance, Spark SQL over them
     "RAW": "engine.lake.pools",
     "STAGING": "engine.lake.pools",
-    "Catalog": "engine.lake.query",
     "CompactResult": "engine.lake.maintenance",
     "Lake": "engine.lake.pools",
     "Pool": "engine.lake.pools",
@@ -272,8 +247,6 @@ ORIGINS: dict[str, str] = {
     "VacuumResult": "engine.lake.maintenance",
     "checkpoint": "engine.lake.maintenance",
     "compact": "engine.lake.maintenance",
-    "last_checkpoint": "engine.lake.maintenance",
-    "query": "engine.lake.query",
     "record_rows": "engine.lake.pool_record",
     # read models: what a pool holds and what a query returned, as plain Python
     "HistoryRow": "engine.lake.pool_report",
@@ -326,7 +299,6 @@ ORIGINS: dict[str, str] = {
     "send": "engine.kafka.topic_io",
     # from-kafka: Kafka topics → raw pools
     "CommitInfo": "engine.ingest.stats",
-    "Ingest": "engine.ingest.loop",
     "IngestInput": "engine.ingest.options",
     "IngestOptions": "engine.ingest.options",
     "IngestStats": "engine.ingest.stats",
@@ -369,18 +341,11 @@ ORIGINS: dict[str, str] = {
     "lake_tables": "engine.lake.lake_tables",
     "tables_as_of_staging": "engine.apply.asof",
     # services: the loops with start/stop/status, and a pipeline of them all
-    "ETL_INTERVAL": "engine.services.etl",
     "FAILED": "engine.services.service",
-    "RUNNING": "engine.services.service",
-    "STARTING": "engine.services.service",
-    "STOPPED": "engine.services.service",
-    "STOPPING": "engine.services.service",
     "AnyService": "engine.services.pipeline",
     "Commit": "engine.services.service",
-    "EtlService": "engine.services.etl",
     "FromKafkaService": "engine.services.ingest",
     "Pipeline": "engine.services.pipeline",
-    "Service": "engine.services.service",
     "ServiceDetail": "engine.services.service",
     "ServiceEvent": "engine.services.service",
     "ServiceState": "engine.services.service",
@@ -390,17 +355,13 @@ ORIGINS: dict[str, str] = {
     "ApiClient": "engine.serve.client",
     "ApiError": "engine.serve.client",
     "ApiServer": "engine.serve.server",
-    "CONTROL_TOKEN_ENV": "engine.serve.auth:TOKEN_ENV",
     "DemoControls": "engine.serve.process",
     "Guard": "engine.serve.auth",
     "JournalEntry": "engine.serve.journal:Entry",
     "ListenError": "engine.serve.sockets",
-    "STATUS_SCHEMA": "engine.serve.status_document:SCHEMA",
     "ServeError": "engine.serve.server",
     "ServedProcess": "engine.serve.process",
-    "TcpAddress": "engine.serve.sockets",
     "TokenError": "engine.serve.auth",
-    "WEDGED_AFTER": "engine.serve.health",
     "api_run_dir": "engine.serve.sockets:run_dir",
     "api_socket_path": "engine.serve.sockets:socket_path",
     "dead_letter_from": "engine.serve.documents",

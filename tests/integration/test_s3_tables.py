@@ -11,8 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from engine.api import Applier, Lake, load_config, query, tables_as_of_staging
+from engine.api import Applier, Lake, load_config, tables_as_of_staging
 from engine.lake.delta import open_table
+from engine.lake.query import query
 from tests.integration.test_tables_crash import (
     CONFIG,
     FIELDS,

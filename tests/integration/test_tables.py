@@ -14,8 +14,9 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from engine.api import Applier, EtlRunner, Observer, query
+from engine.api import Applier, EtlRunner, Observer
 from engine.etl.config_file import parse_config
+from engine.lake.query import query
 from tests.integration.test_etl_support import DEMO, append_events, demo_batch, make_pools
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -16,8 +16,9 @@ import pytest
 from deltalake import DeltaTable
 from typer.testing import CliRunner
 
-from engine.api import Applier, AsOfError, EtlRunner, query, tables_as_of_staging
+from engine.api import Applier, AsOfError, EtlRunner, tables_as_of_staging
 from engine.etl.config_file import parse_config
+from engine.lake.query import query
 from tests.integration.test_etl_debezium_txn import begin, end
 from tests.integration.test_etl_support import append_events, make_pools
 from zync_tui.commands.query import make_app

@@ -65,6 +65,6 @@ def test_a_name_loads_its_module_and_not_the_others() -> None:
     bare = loaded_after("import engine.api")
     # the PEP 562 hooks' own module (standard library only) and nothing else of the engine
     assert {m for m in bare if m.startswith("engine.")} == {"engine.api", "engine.lazy_names"}
-    ingest = loaded_after("from engine.api import Ingest, IngestOptions")
-    assert "engine.ingest.loop" in ingest
+    ingest = loaded_after("from engine.api import FromKafkaService, IngestOptions")
+    assert {"engine.services.ingest", "engine.ingest.options"} <= ingest
     assert not {"engine.etl.run", "engine.etl.config", "engine.deliver.loop", "pydantic"} & ingest

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 
-from engine.api import ETL_INTERVAL
+from engine.services.etl import ETL_INTERVAL
 from zync_tui.commands.run import run
 
 

@@ -3,7 +3,8 @@ the engine): they must stay the engine's."""
 
 from __future__ import annotations
 
-from engine.api import DEV_READY_TIMEOUT, DEV_STOP_TIMEOUT
+from engine.local.processes import STOP_TIMEOUT as DEV_STOP_TIMEOUT
+from engine.local.stack import READY_TIMEOUT as DEV_READY_TIMEOUT
 from zync_tui.commands import dev
 
 
