@@ -127,8 +127,12 @@ def test_the_kafka_loops_import_no_etl_pass_and_no_spark_set_up(tmp_path: Path) 
     often) import neither the ETL pass nor the Spark set-up; reading an ETL
     configuration's outputs imports its model, not the pass."""
     heavy = ("engine.spark", "engine.etl.run", "engine.etl.inspect", "pyspark")
-    for names in ("Ingest", "DeliveryOutput, deliver_outputs", "load_config, config_outputs"):
-        assert loaded_after(f"from engine.api import {names}", heavy, tmp_path) == [], names
+    for statement in (
+        "from engine.ingest.loop import Ingest",
+        "from engine.api import DeliveryOutput, deliver_outputs",
+        "from engine.api import load_config, config_outputs",
+    ):
+        assert loaded_after(statement, heavy, tmp_path) == [], statement
 
 # ------------------------------------------------------------------------------- sizes
 
