@@ -79,32 +79,25 @@ class Claim:
             return None
 
 
-def claims_refused(exc: Exception) -> DeliveryError:
-    """Kafka's refusal to make :data:`CLAIMS_TOPIC`, with what to do about it."""
-    return DeliveryError(
-        f"{exc}; to-kafka keeps which staging pool delivers each output topic in "
-        f"{CLAIMS_TOPIC!r}: create it (compacted, one partition) or let zync's user "
-        "create it"
-    )
-
-
 def ensure_with_claims(
-    kafka: KafkaProfile, wanted: Mapping[str, TopicSpec]
-) -> dict[str, tuple[list[int], bool]] | None:
+    kafka: KafkaProfile, wanted: Mapping[str, TopicSpec], *, timeout: float = 10.0
+) -> dict[str, tuple[list[int], bool]]:
     """The ``wanted`` output topics and :data:`CLAIMS_TOPIC` made ready in one look at
-    the cluster: each output topic's partitions and whether it was created. None when
-    Kafka cannot be reached or refuses: the caller then makes each ready on its own,
-    which waits, or says why, as it should."""
-    # deferred: confluent_kafka
-    from confluent_kafka import KafkaException
-
-    from engine.errors import ZyncError
-    from engine.kafka.clients import ensure_topics
+    the cluster: each topic's partitions and whether it was created. Kafka refusing the
+    claims topic says what to do about it; anything else is Kafka's own words
+    (:class:`~engine.kafka.clients.KafkaUnavailable` and its kinds)."""
+    from engine.kafka.clients import TopicRefused, ensure_topics  # deferred: librdkafka
 
     try:
-        return ensure_topics(kafka, {**wanted, CLAIMS_TOPIC: claims_spec()}, timeout=5.0)
-    except (ZyncError, KafkaException):
-        return None
+        return ensure_topics(kafka, {**wanted, CLAIMS_TOPIC: claims_spec()}, timeout=timeout)
+    except TopicRefused as exc:
+        if exc.topic != CLAIMS_TOPIC:
+            raise
+        raise DeliveryError(
+            f"{exc}; to-kafka keeps which staging pool delivers each output topic in "
+            f"{CLAIMS_TOPIC!r}: create it (compacted, one partition) or let zync's user "
+            "create it"
+        ) from None
 
 
 def read_claim(kafka: KafkaProfile, topic: str, timeout: float = 30.0) -> Claim | None:

@@ -131,8 +131,12 @@ def prepare_topics(deliveries: Sequence[Delivery]) -> None:
     prepared`): one by one, 400 outputs took a minute to start. When Kafka cannot be
     reached or refuses, nothing is prepared: each delivery does it itself, and waits or
     says why as it always did."""
+    # deferred: confluent_kafka
+    from confluent_kafka import KafkaException
+
     from engine.deliver.claims import ensure_with_claims
-    from engine.kafka.clients import TopicSpec  # deferred: confluent_kafka
+    from engine.errors import ZyncError
+    from engine.kafka.clients import TopicSpec
 
     clusters: list[list[Delivery]] = []
     for delivery in deliveries:
@@ -145,8 +149,9 @@ def prepare_topics(deliveries: Sequence[Delivery]) -> None:
         wanted = {
             d.topic: TopicSpec(d.partitions_wanted, d.replication) for d in cluster
         }
-        ready = ensure_with_claims(cluster[0].kafka, wanted)
-        if ready is None:
-            continue
+        try:
+            ready = ensure_with_claims(cluster[0].kafka, wanted, timeout=5.0)
+        except (ZyncError, KafkaException):
+            continue  # each delivery makes its own ready, and waits or says why
         for d in cluster:
             d.prepared = ready[d.topic]

@@ -160,20 +160,11 @@ def _topic_ready(delivery: Delivery) -> tuple[list[int], bool]:
     """The delivery's topic's partitions and whether it was created: as it was made
     ready with the other outputs' (:func:`~engine.deliver.deliveries.prepare_topics`),
     else created here when missing, and the claims topic with it."""
-    # deferred: confluent_kafka
-    from engine.deliver.claims import CLAIMS_TOPIC, claims_refused, claims_spec
-    from engine.kafka.clients import TopicRefused, TopicSpec, ensure_topics
+    from engine.deliver.claims import ensure_with_claims
+    from engine.kafka.clients import TopicSpec  # deferred: confluent_kafka
 
     prepared, delivery.prepared = delivery.prepared, None
     if prepared is not None:
         return prepared
-    wanted = {
-        delivery.topic: TopicSpec(delivery.partitions_wanted, delivery.replication),
-        CLAIMS_TOPIC: claims_spec(),
-    }
-    try:  # one look at the cluster for both
-        return ensure_topics(delivery.kafka, wanted)[delivery.topic]
-    except TopicRefused as exc:
-        if exc.topic == CLAIMS_TOPIC:
-            raise claims_refused(exc) from None
-        raise
+    spec = TopicSpec(delivery.partitions_wanted, delivery.replication)
+    return ensure_with_claims(delivery.kafka, {delivery.topic: spec})[delivery.topic]
