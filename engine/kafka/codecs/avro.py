@@ -31,7 +31,7 @@ import gc
 import io
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -199,20 +199,29 @@ class AvroSchema:
                 schema = text
         self.schema: Any = schema
         self.named: dict[str, Any] = {}
-        self._reader_named: dict[str, Any] = {}
         try:
             self.parsed: Any = fastavro.parse_schema(schema, named_schemas=self.named)
-            reader_raw = strip_logical_types(schema)
-            self.reader: Any = fastavro.parse_schema(reader_raw, named_schemas=self._reader_named)
         except Exception as exc:  # fastavro's SchemaParseException, UnknownType, ...
             raise ValueError(f"not a valid Avro schema: {exc}") from exc
-        self._jsonify = build_converter(self.reader, self._reader_named, frozenset())
+        self._record_reader: tuple[Any, Callable[[Any], Any] | None] | None = None
         self._batch: PolarsBatchReader | None = None
         self.batch_unsupported: str | None = None
         try:
-            self._batch = PolarsBatchReader(reader_raw)
+            # polars reads logical types as their underlying type, as the reader below
+            self._batch = PolarsBatchReader(schema)
         except Unsupported as exc:
             self.batch_unsupported = f"polars cannot read {exc}"
+
+    @property
+    def _reader(self) -> tuple[Any, Callable[[Any], Any] | None]:
+        """The record-by-record reader (logical types read as their underlying type) and
+        the converter of what it reads to our JSON form; made when first needed: a batch
+        of one schema is read by polars (hundreds of topics' schemas meet no other)."""
+        if self._record_reader is None:
+            named: dict[str, Any] = {}
+            reader = fastavro.parse_schema(strip_logical_types(self.schema), named_schemas=named)
+            self._record_reader = (reader, build_converter(reader, named, frozenset()))
+        return self._record_reader
 
     def __repr__(self) -> str:
         return f"AvroSchema({compact_json(self.schema)[:80]})"
@@ -231,8 +240,9 @@ class AvroSchema:
 
     def decode(self, body: bytes) -> Any:
         """The body's value, JSON-able (see :mod:`engine.kafka.codecs.formats`)."""
-        value = _read(self.reader, body)
-        return value if self._jsonify is None else self._jsonify(value)
+        reader, jsonify = self._reader
+        value = _read(reader, body)
+        return value if jsonify is None else jsonify(value)
 
     def decode_json(self, body: bytes) -> str:
         """The body's value as compact JSON text."""
@@ -275,7 +285,7 @@ class AvroSchema:
     def _decode_each(self, bodies: Sequence[bytes], reason: str | None) -> BatchJson:
         texts: list[str | None] = []
         errors: list[tuple[int, DecodeError]] = []
-        reader, jsonify = self.reader, self._jsonify
+        reader, jsonify = self._reader
         paused = gc.isenabled()
         if paused:
             gc.disable()

@@ -44,7 +44,6 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from engine.kafka.codecs.avro_binary import PRIMITIVES
 from engine.kafka.codecs.connect_json import DECIMAL_NAME, schema_type
 from engine.sparktypes import MAX_DECIMAL_PRECISION, merge_spark_types, readable
 
@@ -73,7 +72,7 @@ def avro_to_spark(schema: Any) -> DataType:
 
     ``schema`` is schema JSON text or data (also fastavro-parsed data).
     """
-    return _avro(_load(schema), {}, None, frozenset())
+    return _AvroWalk().type_of(_load(schema), None, frozenset())
 
 
 def avro_nullable(schema: Any) -> bool:
@@ -86,80 +85,109 @@ def avro_nullable(schema: Any) -> bool:
     return bool(schema == "null")
 
 
-def _avro(
-    schema: Any, named: dict[str, Any], namespace: str | None, active: frozenset[str]
-) -> DataType:
-    from pyspark.sql import types as T  # deferred: pyspark
+_AVRO_PRIMITIVES: dict[str, DataType] = {}
 
-    if isinstance(schema, str):
-        simple = {
-            "null": T.StringType(),
-            "boolean": T.BooleanType(),
-            "int": T.IntegerType(),
-            "long": T.LongType(),
-            "float": T.FloatType(),
-            "double": T.DoubleType(),
-            "bytes": T.StringType(),
-            "string": T.StringType(),
-        }
-        if schema in simple:
-            return simple[schema]
-        qualified = _fullname(schema, namespace)
-        full = qualified if qualified in named else schema
-        if full in active:
-            return T.StringType()  # a recursive reference: keep the JSON text
-        target = named.get(full)
-        if target is None:
-            raise ValueError(f"unknown Avro type {schema!r}")
-        return _avro(target, named, namespace, active)
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        if len(branches) == 1:
-            return _avro(branches[0], named, namespace, active)
-        if not branches:
-            return T.StringType()
-        for b in branches:  # register named types defined inside the union
-            if isinstance(b, dict):
-                _avro(b, named, namespace, active)
-        return T.StringType()
-    t = schema.get("type")
-    if isinstance(t, (dict, list)):
-        return _avro(t, named, namespace, active)
-    logical = schema.get("logicalType")
-    if t in ("record", "error", "enum", "fixed"):
-        ns = schema.get("namespace", namespace)
-        full = _fullname(schema["name"], ns)
-        named[full] = schema
-        if "." in schema["name"]:
-            ns = schema["name"].rsplit(".", 1)[0]
-        if t in ("record", "error"):
-            inner = active | {full}
-            fields = [
-                T.StructField(
-                    f["name"], _avro(f["type"], named, ns, inner), avro_nullable(f["type"])
-                )
-                for f in schema["fields"]
-            ]
-            return T.StructType(fields)
-        if t == "enum":
-            return T.StringType()
-        # fixed
-        return _decimal(schema) if logical == "decimal" else T.StringType()
-    if t == "array":
-        items = schema["items"]
-        return T.ArrayType(_avro(items, named, namespace, active), avro_nullable(items))
-    if t == "map":
-        values = schema["values"]
-        return T.MapType(
-            T.StringType(), _avro(values, named, namespace, active), avro_nullable(values)
+
+def _avro_primitives() -> dict[str, DataType]:
+    """The Spark type of each Avro primitive, made once (a wide schema names thousands)."""
+    if not _AVRO_PRIMITIVES:
+        from pyspark.sql import types as T  # deferred: pyspark
+
+        _AVRO_PRIMITIVES.update(
+            null=T.StringType(),
+            boolean=T.BooleanType(),
+            int=T.IntegerType(),
+            long=T.LongType(),
+            float=T.FloatType(),
+            double=T.DoubleType(),
+            bytes=T.StringType(),
+            string=T.StringType(),
         )
-    if t == "bytes" and logical == "decimal":
-        return _decimal(schema)
-    if t in PRIMITIVES:
-        return _avro(t, named, namespace, active)
-    if isinstance(t, str):
-        return _avro(t, named, namespace, active)
-    raise ValueError(f"not an Avro schema: {json.dumps(schema)[:80]}")
+    return _AVRO_PRIMITIVES
+
+
+class _AvroWalk:
+    """One schema's walk: the named types defined so far, and the type made of each
+    record under a set of enclosing records (a Debezium value names its row record
+    twice, ``before`` and ``after``: the second is the first's type)."""
+
+    def __init__(self) -> None:
+        self.named: dict[str, Any] = {}
+        self.records: dict[tuple[str, frozenset[str]], DataType] = {}
+
+    def type_of(self, schema: Any, namespace: str | None, active: frozenset[str]) -> DataType:
+        simple = _avro_primitives().get(schema) if isinstance(schema, str) else None
+        if simple is not None:  # the common case first, without the import below
+            return simple
+        from pyspark.sql import types as T  # deferred: pyspark
+
+        if isinstance(schema, str):
+            qualified = _fullname(schema, namespace)
+            full = qualified if qualified in self.named else schema
+            if full in active:
+                return T.StringType()  # a recursive reference: keep the JSON text
+            target = self.named.get(full)
+            if target is None:
+                raise ValueError(f"unknown Avro type {schema!r}")
+            return self.type_of(target, namespace, active)
+        if isinstance(schema, list):
+            branches = [b for b in schema if b != "null"]
+            if len(branches) == 1:
+                return self.type_of(branches[0], namespace, active)
+            if not branches:
+                return T.StringType()
+            for b in branches:  # register named types defined inside the union
+                if isinstance(b, dict):
+                    self.type_of(b, namespace, active)
+            return T.StringType()
+        t = schema.get("type")
+        if isinstance(t, (dict, list)):
+            return self.type_of(t, namespace, active)
+        logical = schema.get("logicalType")
+        if t in ("record", "error", "enum", "fixed"):
+            ns = schema.get("namespace", namespace)
+            full = _fullname(schema["name"], ns)
+            self.named[full] = schema
+            if "." in schema["name"]:
+                ns = schema["name"].rsplit(".", 1)[0]
+            if t in ("record", "error"):
+                return self._record(schema, full, ns, active)
+            if t == "enum":
+                return T.StringType()
+            # fixed
+            return _decimal(schema) if logical == "decimal" else T.StringType()
+        if t == "array":
+            items = schema["items"]
+            return T.ArrayType(self.type_of(items, namespace, active), avro_nullable(items))
+        if t == "map":
+            values = schema["values"]
+            return T.MapType(
+                T.StringType(), self.type_of(values, namespace, active), avro_nullable(values)
+            )
+        if t == "bytes" and logical == "decimal":
+            return _decimal(schema)
+        if isinstance(t, str):
+            return self.type_of(t, namespace, active)
+        raise ValueError(f"not an Avro schema: {json.dumps(schema)[:80]}")
+
+    def _record(
+        self, schema: dict[str, Any], full: str, ns: str | None, active: frozenset[str]
+    ) -> DataType:
+        from pyspark.sql import types as T  # deferred: pyspark
+
+        made = self.records.get((full, active))
+        if made is None:
+            inner = active | {full}
+            made = T.StructType(
+                [
+                    T.StructField(
+                        f["name"], self.type_of(f["type"], ns, inner), avro_nullable(f["type"])
+                    )
+                    for f in schema["fields"]
+                ]
+            )
+            self.records[(full, active)] = made
+        return made
 
 
 def _decimal(schema: dict[str, Any]) -> DataType:
