@@ -11,6 +11,7 @@ working engine's do (bench/console_latency.py); off, every snapshot shows the sa
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import replace
@@ -239,7 +240,13 @@ class WideBackend(FakeBackend):
                         (t * 37) % 480 + 1 + n, self._pending_of(t), t % 3)
             for t in range(self.count)
         )
-        pending = tuple(
+        return EtlReport(taken_at=T0, rows=rows, pending=self._pending(), expired=(), staging_version=40 + n)
+
+    @functools.cache  # noqa: B019 - a fake lives as long as its test; the same records every poll
+    def _pending(self) -> tuple[RecordRow, ...]:
+        """The waiting records: the same at every poll, made once (an engine makes them in
+        its own process: the console only receives them)."""
+        return tuple(
             RecordRow(
                 etl="width", topic=wide.topic(i % self.count), partition=0,
                 offset=1_000 + i, key=f'{{"id":{i}}}', rule=str(i % self.count + 1),
@@ -248,7 +255,6 @@ class WideBackend(FakeBackend):
             )
             for i in range(self.pending_records)
         )
-        return EtlReport(taken_at=T0, rows=rows, pending=pending, expired=(), staging_version=40 + n)
 
     def _pending_of(self, table: int) -> int:
         return sum(1 for i in range(table, self.pending_records, self.count))

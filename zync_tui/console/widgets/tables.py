@@ -4,11 +4,15 @@ second, filtered and sorted by keyboard, at the cost of the lines in view.
 A :class:`LiveTable` is given each poll's rows as a :class:`~zync_tui.console.listing.Source`
 and its operator's filter and sort as an :class:`~zync_tui.console.listing.Order`; the
 console's preparer thread makes the :class:`~zync_tui.console.listing.Listing` (rows
-matched, sorted, laid out, measured) as soon as either changes, and the table swaps it in
-when it arrives (several within a frame: the newest). A table out of view keeps the
-listing that arrived and swaps it in when it comes into view (:meth:`LiveTable.reveal`),
-in the same frame as its panel: a panel key does no table work, and nothing out of view
-is laid out or drawn. Drawing is Textual's line API, one line per row in view
+matched, sorted, laid out, measured) as soon as either changes while the table is in view,
+and the table swaps it in when it arrives (several within a frame: the newest). A table
+out of view only keeps the newest poll's rows: at 200 topics, laying out every hidden
+panel's rows each second took the preparer a share of the interpreter lock that keys
+waited on. When it comes into view (:meth:`LiveTable.reveal`) its panel is drawn at once
+with what it showed before, and the newest rows are prepared after that frame is painted
+and swapped in a moment later; a listing that arrived after the table was hidden is
+swapped in with its panel. A panel key does no table work, and nothing out of view is
+laid out or drawn. Drawing is Textual's line API, one line per row in view
 (:class:`~zync_tui.console.widgets.listing_view.ListingView`), so a key costs the same
 with 4 rows or 40,000. The row under the cursor stays under it across polls (by its key).
 
@@ -99,9 +103,11 @@ class LiveTable(ListingView, can_focus=False):
         return self.feed.order
 
     def give(self, source: Source) -> None:
-        """A poll's rows (prepared at once, swapped in when the table is in view)."""
+        """A poll's rows: prepared at once when the table is in view; a hidden table's when
+        it comes into view (:meth:`reveal`), the newest poll's only."""
         self.feed.source = source
-        self.feed.want()
+        if self.in_view():
+            self.feed.want()
 
     def reorder(self, order: Order) -> None:
         """Another filter or sort."""
@@ -110,11 +116,13 @@ class LiveTable(ListingView, can_focus=False):
             self.feed.want()
 
     def reveal(self) -> None:
-        """The table came into view: the listing prepared meanwhile is swapped in now."""
+        """The table came into view: the listing prepared meanwhile is swapped in now, and
+        the newest poll's rows are asked for once the screen has been painted (the switch
+        is drawn at once with what was shown, the new rows a moment later)."""
         ready = self.feed.ready
         if ready is not None and self.feed.wanted(ready):
             self._swap(ready)
-        self.feed.want()
+        self.call_after_refresh(self.feed.want)
 
     def flush(self) -> None:
         """Bring the listing up to date here and now, in view or not (tests and scripts:
