@@ -6,9 +6,13 @@ request: its keep-alive timer restarts at every byte, so a client that sends one
 second (slowloris) holds a connection for ever (uvicorn issue #157). :class:`ApiProtocol`
 gives every request :data:`REQUEST_DEADLINE` seconds to arrive whole (headers and
 body), then closes the connection. One client address holds at most
-:data:`MAX_PER_PEER` connections at once: more are closed as they come, before anything
-is read — a storm from one client costs the process little, and the others (a probe, a
-scraper) still get in. It also tags each request with its peer — TCP, or the Unix socket
+:data:`MAX_PER_PEER` connections at once, and opens at most :data:`NEW_PER_PEER` a second
+(after a burst of :data:`MAX_PER_PEER`): more are closed as they come, before anything is
+read. A storm from one client then costs the process an accept and a close per
+connection, not a request's parsing, routing and answer (1,000 concurrent scrapes a
+second, answered 32 at a time, took a fifth of the interpreter lock the loops work
+under), and the others (a probe, a scraper) still get in. Clients that keep their
+connection open (the console, Prometheus) are not limited by the rate. It also tags each request with its peer — TCP, or the Unix socket
 and the peer's user id (engine/serve/auth.py decides on it) — and answers a malformed
 request with the API's JSON error instead of plain text.
 """
@@ -40,8 +44,39 @@ PEER = "zync.peer"
 #: Connections one TCP client address may hold at once.
 MAX_PER_PEER = 32
 
+#: New connections one TCP client address may open per second, sustained.
+NEW_PER_PEER = 20.0
+
 #: Open connections per client address (the server's event loop thread only).
 _per_peer: dict[str, int] = {}
+
+
+class _Openings:
+    """New connections per client address, a token bucket each: :data:`MAX_PER_PEER` at
+    once, :data:`NEW_PER_PEER` a second after that (the server's event loop thread only)."""
+
+    KEPT = 1024  # addresses remembered before the full buckets are forgotten
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, tuple[float, float]] = {}  # address: (tokens, when)
+
+    def allow(self, address: str, now: float) -> bool:
+        tokens, when = self._buckets.get(address, (float(MAX_PER_PEER), now))
+        tokens = min(float(MAX_PER_PEER), tokens + (now - when) * NEW_PER_PEER)
+        if tokens < 1.0:
+            self._buckets[address] = (tokens, now)
+            return False
+        if len(self._buckets) >= self.KEPT and address not in self._buckets:
+            self._forget_full(now)
+        self._buckets[address] = (tokens - 1.0, now)
+        return True
+
+    def _forget_full(self, now: float) -> None:
+        refill = MAX_PER_PEER / NEW_PER_PEER
+        self._buckets = {a: b for a, b in self._buckets.items() if now - b[1] < refill}
+
+
+_openings = _Openings()
 
 _last_note = [0.0]
 
@@ -68,6 +103,10 @@ class ApiProtocol(H11Protocol):
             address = self.client[0]
             if _per_peer.get(address, 0) >= MAX_PER_PEER:
                 _note(f"API: {address} holds {MAX_PER_PEER} connections already: closed a new one")
+                transport.close()
+                return
+            if not _openings.allow(address, time.monotonic()):
+                _note(f"API: {address} opens more than {NEW_PER_PEER:g} connections a second: closed a new one")
                 transport.close()
                 return
             _per_peer[address] = _per_peer.get(address, 0) + 1

@@ -152,3 +152,26 @@ def test_heartbeat_pulses() -> None:
     assert not beat.reading().wedged(5.0)
     two.end_wait(token)
     assert beat.reading().since_progress == 0.0
+
+
+def test_one_address_opens_a_burst_then_a_steady_rate_of_connections() -> None:
+    from engine.serve.protocol import MAX_PER_PEER, NEW_PER_PEER, _Openings
+
+    openings = _Openings()
+    allowed = [openings.allow("127.0.0.2", 100.0) for _ in range(MAX_PER_PEER + 10)]
+    assert allowed.count(True) == MAX_PER_PEER  # the burst, then closed as they come
+    assert openings.allow("127.0.0.1", 100.0)  # another address: its own bucket
+    assert not openings.allow("127.0.0.2", 100.0 + 0.5 / NEW_PER_PEER)
+    assert openings.allow("127.0.0.2", 100.0 + 1.01 / NEW_PER_PEER)  # one more 1/rate later
+    # a second later, a second's worth; a long quiet, no more than the burst
+    assert sum(openings.allow("127.0.0.2", 101.06) for _ in range(100)) == int(NEW_PER_PEER)
+    assert sum(openings.allow("127.0.0.2", 500.0) for _ in range(100)) == MAX_PER_PEER
+
+
+def test_the_openings_forget_quiet_addresses_when_many_were_seen() -> None:
+    from engine.serve.protocol import _Openings
+
+    openings = _Openings()
+    for n in range(_Openings.KEPT + 10):
+        assert openings.allow(f"10.0.{n // 256}.{n % 256}", float(n))
+    assert len(openings._buckets) < _Openings.KEPT
