@@ -3,17 +3,22 @@
 :class:`Scraper` scrapes ``/metrics`` every second, as Prometheus would, and keeps each
 scrape's time; :class:`Hostile` keeps a hostile client busy: rounds of 1,000 concurrent
 scrapes, malformed requests, and a slowloris connection (a byte a second). Both run in
-threads until stopped, and send traffic to 127.0.0.1 only.
+threads until stopped, and send traffic to 127.0.0.1 only. :class:`HostileProcess` runs
+the hostile client in a process of its own, as another program would: in the bench's
+process, its thousand connections took the interpreter lock from the threads that
+produce the events and time their arrival, and the bench counted that against zync.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import socket
 import threading
 import time
 import urllib.request
+from typing import Any
 
 
 class Scraper(threading.Thread):
@@ -119,3 +124,45 @@ class Hostile(threading.Thread):
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def _hostile_main(port: int, token: str | None, stop: Any, counts: Any) -> None:
+    """The hostile client's process: :class:`Hostile` until ``stop`` is set, then its
+    rounds and scrapes served into ``counts``."""
+    hostile = Hostile(port, token)
+    hostile.stop = stop
+    hostile.run()
+    counts[0], counts[1] = hostile.rounds, hostile.served
+
+
+class HostileProcess:
+    """:class:`Hostile` in a process of its own (spawned: nothing of the bench's state),
+    with the same ``start`` / ``stop.set()`` / ``join`` / ``rounds`` / ``served``."""
+
+    storm = 1000
+
+    def __init__(self, port: int, token: str | None = None) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.stop = context.Event()
+        self._counts = context.Array("q", 2)
+        self._process = context.Process(
+            target=_hostile_main, args=(port, token, self.stop, self._counts),
+            name="bench-hostile", daemon=True,
+        )
+
+    def start(self) -> None:
+        self._process.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._process.join(timeout)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(10)
+
+    @property
+    def rounds(self) -> int:
+        return int(self._counts[0])
+
+    @property
+    def served(self) -> int:
+        return int(self._counts[1])

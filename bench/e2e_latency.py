@@ -414,13 +414,13 @@ def main() -> None:
         first = watcher.seen[1] - started
         print(f"first output after `zync run` start: {first:.2f} s")
 
-        from bench.api_load import Hostile, Scraper, percentile
+        from bench.api_load import HostileProcess, Scraper, percentile
 
-        loads: list[Scraper | Hostile] = []
+        loads: list[Scraper | HostileProcess] = []
         if args.scrape:
             loads.append(Scraper(f"http://127.0.0.1:{port}", token))
         if args.hostile:
-            loads.append(Hostile(port, token))
+            loads.append(HostileProcess(port, token))
         for load in loads:
             load.start()
         summary = []
