@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import socket
 import threading
 import time
@@ -132,7 +133,9 @@ def _hostile_main(port: int, token: str | None, stop: Any, counts: Any) -> None:
     hostile = Hostile(port, token)
     hostile.stop = stop
     hostile.run()
+    used = os.times()
     counts[0], counts[1] = hostile.rounds, hostile.served
+    counts[2] = round((used.user + used.system) * 1000)
 
 
 class HostileProcess:
@@ -144,7 +147,7 @@ class HostileProcess:
     def __init__(self, port: int, token: str | None = None) -> None:
         context = multiprocessing.get_context("spawn")
         self.stop = context.Event()
-        self._counts = context.Array("q", 2)
+        self._counts = context.Array("q", 3)
         self._process = context.Process(
             target=_hostile_main, args=(port, token, self.stop, self._counts),
             name="bench-hostile", daemon=True,
@@ -166,3 +169,8 @@ class HostileProcess:
     @property
     def served(self) -> int:
         return int(self._counts[1])
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The CPU the hostile client's process used (user and system), once joined."""
+        return int(self._counts[2]) / 1000

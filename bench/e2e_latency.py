@@ -423,6 +423,7 @@ def main() -> None:
             loads.append(HostileProcess(port, token))
         for load in loads:
             load.start()
+        loads_began = time.monotonic()
         summary = []
         table_summary: list[tuple[float, float, float]] = []
         invoice = 1
@@ -466,7 +467,8 @@ def main() -> None:
                       f"{max(load.times, default=0) * 1000:.1f} ms, {load.failures} failed")
             else:
                 print(f"hostile client: {load.rounds} rounds of {load.storm} concurrent scrapes "
-                      f"({load.served:,} served), malformed requests and a slowloris connection")
+                      f"({load.served:,} served), malformed requests and a slowloris connection; "
+                      f"its process's CPU {load.cpu_seconds:.1f} s over {time.monotonic() - loads_began:.0f} s")
         with watcher.lock:
             twice = [i for i, values in watcher.values.items() if len(values) != 1]
             wrong = [
