@@ -13,7 +13,7 @@ times, the same on every run.
 
 :func:`run_demo` does the whole scenario headless (``zync demo --no-tui``): all four
 batches through from-kafka, ETL and to-kafka until Staging and the ``NewInvoices`` topic
-hold the 8 outputs (read by :class:`demo.outputs.ScenarioOutputs`).
+hold the 8 outputs (read by :class:`demo.scenario_outputs.ScenarioOutputs`).
 
 Nothing happens at import time.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from demo.outputs import OUTPUT_TOPIC, STAGING_POOL, ScenarioOutputs
+from demo.scenario_outputs import OUTPUT_TOPIC, STAGING_POOL, ScenarioOutputs
 from engine.api import (
     RAW,
     STAGING,

@@ -148,7 +148,7 @@ if TYPE_CHECKING:
     )
     from engine.serve.journal import Entry as JournalEntry
     from engine.serve.journal import event_entry, json_line, record_entry
-    from engine.serve.process import DemoControls, ServedProcess
+    from engine.serve.served_process import DemoControls, ServedProcess
     from engine.serve.server import ApiServer, ServeError, serve
     from engine.serve.sockets import ListenError, listening_sockets, parse_address
     from engine.serve.sockets import run_dir as api_run_dir
@@ -355,12 +355,12 @@ ORIGINS: dict[str, str] = {
     "ApiClient": "engine.serve.client",
     "ApiError": "engine.serve.client",
     "ApiServer": "engine.serve.server",
-    "DemoControls": "engine.serve.process",
+    "DemoControls": "engine.serve.served_process",
     "Guard": "engine.serve.auth",
     "JournalEntry": "engine.serve.journal:Entry",
     "ListenError": "engine.serve.sockets",
     "ServeError": "engine.serve.server",
-    "ServedProcess": "engine.serve.process",
+    "ServedProcess": "engine.serve.served_process",
     "TokenError": "engine.serve.auth",
     "api_run_dir": "engine.serve.sockets:run_dir",
     "api_socket_path": "engine.serve.sockets:socket_path",

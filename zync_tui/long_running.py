@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from zync_tui.options import open_lake
+from zync_tui.shared_options import open_lake
 
 if TYPE_CHECKING:
     from engine.api import Lake

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.apply.decode import TOMBSTONE, has
+from engine.apply.typed_columns import TOMBSTONE, has
 from engine.lake.table_schema import HISTORY_COLUMNS
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ one table commit per staging version or batch of them, exactly once (docs/design
 
 :meth:`TableApply.step` reads the table's position (its ``txn`` action: the last staging
 version applied), the outputs staging versions after it added to the table's output
-(:mod:`engine.apply.staging_changes`), decodes them (:mod:`engine.apply.decode`), folds them into
+(:mod:`engine.apply.staging_changes`), decodes them (:mod:`engine.apply.typed_columns`), folds them into
 the batch's net changes (:mod:`engine.apply.changes`) and MERGEs those into the table with
 the new position in the same commit (:mod:`engine.apply.merge`). Staging versions are
 never split: a commit holds whole versions, at most ``versions_per_commit`` of them. A
@@ -28,9 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.apply import changes, merge
-from engine.apply.decode import decode
 from engine.apply.staging_changes import StagingChanges
 from engine.apply.target import Shape, Target
+from engine.apply.typed_columns import decode
 from engine.errors import ZyncError, one_line
 from engine.lake import delta
 from engine.lake.lake_tables import TableError, commit_metadata

@@ -21,7 +21,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, Transaction
 
 from engine.apply.changes import CLOSE, DELETE, RESET
-from engine.apply.decode import has
+from engine.apply.typed_columns import has
 from engine.lake import delta
 from engine.lake.table_schema import HISTORY_COLUMNS
 

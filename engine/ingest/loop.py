@@ -1,6 +1,6 @@
 """The from-kafka loop, :class:`Ingest`: checks its inputs, opens the pools, and composes
 per run the parts of :mod:`engine.ingest` — the consumer thread
-(:mod:`~engine.ingest.consume`), the decoder and writer threads
+(:mod:`~engine.ingest.consume_loop`), the decoder and writer threads
 (:mod:`~engine.ingest.stages`), the partitions' positions and assignment, the group
 mirrors, the waits for Kafka and the Schema Registry (:mod:`~engine.ingest.faults`) — and
 the service API (start, stop, join, status) ``zync run`` and the console
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from engine.heartbeat import Heartbeat
 from engine.ingest.allocators import keep_freed_pages
 from engine.ingest.assignment import Assignment
-from engine.ingest.consume import ConsumeLoop
+from engine.ingest.consume_loop import ConsumeLoop
 from engine.ingest.decode import RegistryLookup
 from engine.ingest.faults import KafkaWatch, RegistryWait
 from engine.ingest.gc_pause import GcPause

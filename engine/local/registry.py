@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Final
 
 from engine.local.processes import Process, start
-from engine.registry.process import start_registry_process
+from engine.registry.launch import start_registry_process
 
 REGISTRY: Final = "registry"
 DEFAULT_REGISTRY_PORT: Final = 8081

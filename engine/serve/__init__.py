@@ -5,7 +5,7 @@ serve, from a thread of their own, liveness and readiness probes, Prometheus met
 versioned JSON status and control of their loops — on a Unix socket under the zync home
 (mode 0600) and, when asked, on TCP with a bearer token:
 
-* :mod:`~engine.serve.process` — what a process serves: its loops, observer and events;
+* :mod:`~engine.serve.served_process` — what a process serves: its loops, observer and events;
 * :mod:`~engine.serve.health` — liveness (a wedged or failed loop) and readiness;
 * :mod:`~engine.serve.status_document` — the status document (schema :data:`~engine.serve.status_document.SCHEMA`);
 * :mod:`~engine.serve.documents` — snapshots as JSON and back (the console reads them);

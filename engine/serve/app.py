@@ -1,4 +1,4 @@
-"""The API's routes (FastAPI), for one :class:`~engine.serve.process.ServedProcess`.
+"""The API's routes (FastAPI), for one :class:`~engine.serve.served_process.ServedProcess`.
 
 ``GET /healthz`` ``/readyz`` ``/metrics`` ``/v1/status`` ``/v1/events`` ``/v1/log``;
 ``POST /v1/loops/{loop}/start|stop``, ``/v1/etl/pass`` and, in the demo,
@@ -30,8 +30,8 @@ from engine.serve.auth import Guard
 from engine.serve.health import liveness, readiness
 from engine.serve.journal import Entry
 from engine.serve.metrics import Exposition
-from engine.serve.process import ControlError, ServedProcess
 from engine.serve.protocol import PEER
+from engine.serve.served_process import ControlError, ServedProcess
 from engine.serve.status_document import document, wanted_sections
 
 #: The largest request body accepted, in bytes.

@@ -33,7 +33,7 @@ from engine.services.service import STARTING, STATES, STOPPING
 
 if TYPE_CHECKING:
     from engine.serve.health import LoopFacts
-    from engine.serve.process import ServedProcess
+    from engine.serve.served_process import ServedProcess
     from engine.services.report import Reading
     from engine.services.service import Service, ServiceDetail, ServiceEvent
 

@@ -29,7 +29,7 @@ from engine.serve.sockets import TcpAddress, bind_tcp, bind_unix
 if TYPE_CHECKING:
     import uvicorn
 
-    from engine.serve.process import ServedProcess
+    from engine.serve.served_process import ServedProcess
 
 #: Connections and requests served at once; more are answered 503 at once.
 MAX_CONNECTIONS = 2048

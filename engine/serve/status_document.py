@@ -28,7 +28,7 @@ from engine.serve.documents import dead_letter_json, etl_json, tables_json, topi
 from engine.serve.health import LoopFacts, liveness, readiness
 
 if TYPE_CHECKING:
-    from engine.serve.process import ServedProcess
+    from engine.serve.served_process import ServedProcess
 
 SCHEMA = "zync.status/v1"
 SECTIONS = ("process", "health", "loops", "topics", "etl", "dead_letters", "tables", "demo")

@@ -15,7 +15,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from engine.registry.process import (
+from engine.registry.launch import (
     find_free_port,
     registry_command,
     start_registry_process,

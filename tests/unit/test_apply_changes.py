@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-import engine.apply.decode as decode_module
+import engine.apply.typed_columns as decode_module
 from engine.apply.changes import CLOSE, DELETE, RESET, current_changes, history_changes
-from engine.apply.decode import TOMBSTONE, decode, has
+from engine.apply.typed_columns import TOMBSTONE, decode, has
 from engine.lake.table_schema import HISTORY_COLUMNS, stored_type, table_schema, value_fields
 
 KEY = T.StructType([T.StructField("ID", T.LongType())])

@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
 from engine.ingest.buffer import Buffers
-from engine.ingest.consume import ConsumeLoop
+from engine.ingest.consume_loop import ConsumeLoop
 from engine.ingest.options import IngestOptions
 from engine.ingest.state import LoopState
 from engine.kafka.consume import ConsumeOptions, PartDecoder, _records

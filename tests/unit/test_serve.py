@@ -18,7 +18,7 @@ from engine.heartbeat import Heartbeat
 from engine.serve.auth import Guard, TokenError, load_token
 from engine.serve.client import ApiClient, ApiError
 from engine.serve.journal import Journal
-from engine.serve.process import ServedProcess
+from engine.serve.served_process import ServedProcess
 from engine.serve.server import ApiServer, serve
 from engine.serve.sockets import MAX_PATH, ListenError, socket_path
 from engine.services.service import Service

@@ -27,7 +27,7 @@ from zync_tui.commands.serving import (
 )
 from zync_tui.errors import UserError, lake_errors
 from zync_tui.long_running import staged_lake, status_line, stop_on_signals
-from zync_tui.options import LakeOption
+from zync_tui.shared_options import LakeOption
 
 if TYPE_CHECKING:
     from engine.api import EtlConfig, Lake

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from zync_tui.errors import user_errors
-from zync_tui.options import SparkMasterOption
+from zync_tui.shared_options import SparkMasterOption
 
 if TYPE_CHECKING:
     from zync_tui.console.app import ZyncConsole

@@ -39,7 +39,7 @@ from zync_tui.long_running import (
     status_line,
     stop_on_signals,
 )
-from zync_tui.options import LakeOption, SparkMasterOption, spark_session
+from zync_tui.shared_options import LakeOption, SparkMasterOption, spark_session
 
 if TYPE_CHECKING:
     from engine.api import DeliveryOptions, DeliveryOutput, Lake, ServiceEvent

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zync_tui.errors import user_errors
-from zync_tui.options import LakeOption, SparkMasterOption, open_lake
+from zync_tui.shared_options import LakeOption, SparkMasterOption, open_lake
 
 if TYPE_CHECKING:
     from engine.api import EtlRunner, ExpiredRecord, PendingRecord

@@ -35,7 +35,7 @@ from zync_tui.commands.serving import (
 from zync_tui.connection import Connection, with_connection
 from zync_tui.durations import duration_option
 from zync_tui.errors import UserError, lake_errors
-from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session
+from zync_tui.shared_options import LakeOption, SparkMasterOption, open_lake, spark_session
 from zync_tui.sizes import parse_size
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from zync_tui.commands import standalone_app
 from zync_tui.errors import lake_errors, warn
-from zync_tui.options import LakeOption, open_lake
+from zync_tui.shared_options import LakeOption, open_lake
 from zync_tui.sizes import format_size, parse_size
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from zync_tui.commands import standalone_app
 from zync_tui.errors import UserError, lake_errors, warn
-from zync_tui.options import LakeOption, SparkMasterOption, open_lake, spark_session
+from zync_tui.shared_options import LakeOption, SparkMasterOption, open_lake, spark_session
 
 if TYPE_CHECKING:
     from engine.api import Lake

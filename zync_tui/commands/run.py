@@ -41,7 +41,7 @@ from zync_tui.long_running import (
     staged_lake,
     stop_on_signals,
 )
-from zync_tui.options import LakeOption, open_lake, spark_session
+from zync_tui.shared_options import LakeOption, open_lake, spark_session
 
 if TYPE_CHECKING:
     from engine.api import KafkaProfile
