@@ -85,6 +85,7 @@ def commit_types(pool: Pool, types: Mapping[str, TopicTypes], *, op: str) -> Non
         index = pool.type_files.save(types)
     except OSError as exc:
         raise PoolError(f"pool {pool.name!r}: cannot write its type files: {exc}") from exc
+    planned_on = pool.table.version()
     try:
         pool.table.alter.set_table_properties(
             {TYPES_PROPERTY: index},
@@ -95,7 +96,9 @@ def commit_types(pool: Pool, types: Mapping[str, TopicTypes], *, op: str) -> Non
         raise
     except delta.DeltaError as exc:
         raise PoolError(f"pool {pool.name!r}: cannot record its topics' types: {exc}") from exc
-    pool.refresh()
+    # a metadata commit writes no txn: the positions known before it hold after it (a
+    # first commit over 200 topics would otherwise look each up in delta-rs again)
+    pool.committed(planned_on, {})
     pool.meta = read_meta_of(pool)  # the commit moved `table` itself: refresh saw no change
 
 

@@ -101,6 +101,11 @@ def test_positions_are_read_from_the_log_once_per_snapshot(lake: Lake) -> None:
     assert (pool.position("t", 1), pool.position("t", 0), pool.last_seqno()) == (4, 39, 44)
     assert pool.position("t", 1) == 4
     assert len(asked) == 3  # the other writer's snapshot: read, once per app
+    # a commit of types writes no txn: what was known holds after it
+    asked.clear()
+    assert pool.record_types({"t": TopicTypes(value='"string"')})
+    assert (pool.position("t", 1), pool.position("t", 0), pool.last_seqno()) == (4, 39, 44)
+    assert asked == []
 
 
 def test_append_refuses_rows_beyond_positions_and_gaps(lake: Lake) -> None:
