@@ -80,9 +80,7 @@ class Ledger:
         """:meth:`partitions_of` for the keys' JSON texts as Arrow strings: their bytes
         hashed as they are when none is NULL."""
         count = len(self.partitions)
-        if count == 1:  # the keys are not read at all
-            return [self.partitions[0]] * len(offsets)
-        if keys.null_count:
+        if count == 1 or keys.null_count:
             return self.partitions_of(keys.to_pylist(), offsets)
         crc32 = zlib.crc32
         return [crc32(key) % count for key in keys.cast(pa.binary()).to_pylist()]

@@ -11,7 +11,6 @@ working engine's do (bench/console_latency.py); off, every snapshot shows the sa
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from dataclasses import replace
@@ -212,6 +211,17 @@ class WideBackend(FakeBackend):
         super().__init__(**kwargs)
         self.count = tables
         self.pending_records = pending
+        #: the waiting records: the same at every poll, made once (an engine makes them in
+        #: its own process: the console only receives them)
+        self._pending = tuple(
+            RecordRow(
+                etl="width", topic=wide.topic(i % tables), partition=0,
+                offset=1_000 + i, key=f'{{"id":{i}}}', rule=str(i % tables + 1),
+                age_seconds=float((i * 61) % 7_200), status="pending",
+                full_record=full_record(wide.topic(i % tables), 1_000 + i, {"id": i}, {"id": i}),
+            )
+            for i in range(pending)
+        )
 
     def topics(self) -> TopicsReport:
         self.topics_calls += 1
@@ -240,21 +250,7 @@ class WideBackend(FakeBackend):
                         (t * 37) % 480 + 1 + n, self._pending_of(t), t % 3)
             for t in range(self.count)
         )
-        return EtlReport(taken_at=T0, rows=rows, pending=self._pending(), expired=(), staging_version=40 + n)
-
-    @functools.cache  # noqa: B019 - a fake lives as long as its test; the same records every poll
-    def _pending(self) -> tuple[RecordRow, ...]:
-        """The waiting records: the same at every poll, made once (an engine makes them in
-        its own process: the console only receives them)."""
-        return tuple(
-            RecordRow(
-                etl="width", topic=wide.topic(i % self.count), partition=0,
-                offset=1_000 + i, key=f'{{"id":{i}}}', rule=str(i % self.count + 1),
-                age_seconds=float((i * 61) % 7_200), status="pending",
-                full_record=full_record(wide.topic(i % self.count), 1_000 + i, {"id": i}, {"id": i}),
-            )
-            for i in range(self.pending_records)
-        )
+        return EtlReport(taken_at=T0, rows=rows, pending=self._pending, expired=(), staging_version=40 + n)
 
     def _pending_of(self, table: int) -> int:
         return sum(1 for i in range(table, self.pending_records, self.count))
