@@ -59,6 +59,9 @@ PROBE_TIMEOUT = 5.0
 READ_AGAIN = 1.0
 #: Attempts to read the positions back from a broker that answers, before giving up.
 READ_ATTEMPTS = 3
+#: Seconds a read back may keep meeting errors that pass by themselves (a new topic's
+#: leader being elected) before it gives up.
+PASSING_FOR = 60.0
 
 #: How a failed transaction is recovered from: abort it, or make the producer again.
 ABORT: Final = "abort"
@@ -210,11 +213,15 @@ class Faults:
     def read_back(self, read: Callable[[], _Read]) -> _Read:
         """``read()`` (what is committed and the topic's tail, read back), waiting for
         the broker: while it is out, a metadata request every :data:`READ_AGAIN` seconds
-        (each waiting up to :data:`PROBE_TIMEOUT`) says when to read again."""
+        (each waiting up to :data:`PROBE_TIMEOUT`) says when to read again. An error that
+        passes by itself (a new topic's leader not elected yet) is read again after a
+        pause, for up to :data:`PASSING_FOR` seconds; any other, :data:`READ_ATTEMPTS`
+        times."""
         from engine.kafka.clients import KafkaUnavailable  # deferred: confluent_kafka
 
         attempts = 0
         started = time.monotonic()
+        pause = NOT_YET_PAUSE
         while True:
             if self.outage.down and not self._reachable():
                 if self.stop.wait(READ_AGAIN):
@@ -223,6 +230,15 @@ class Faults:
             try:
                 found = read()
             except (KafkaUnavailable, DeliveryError) as exc:
+                passing = isinstance(exc, KafkaUnavailable) and exc.passing
+                if passing and time.monotonic() - started < PASSING_FOR:
+                    # not counted: the broker answers, and says "a moment" (a leader is
+                    # being elected); asked again after a pause that grows to READ_AGAIN
+                    self._retrying(f"reading the positions back: {exc}; again")
+                    if self.stop.wait(pause):
+                        raise StoppedWaiting("reading the positions back") from None
+                    pause = min(pause * 2, READ_AGAIN)
+                    continue
                 if self._reachable():
                     attempts += 1
                     if attempts >= READ_ATTEMPTS:

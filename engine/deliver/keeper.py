@@ -85,7 +85,7 @@ class PositionKeeper:
     def _read(self, partitions: Sequence[int]) -> Seen:
         from confluent_kafka import KafkaException  # deferred: librdkafka
 
-        from engine.kafka.clients import KafkaUnavailable, admin_client, topic_id
+        from engine.kafka.clients import KafkaUnavailable, admin_client, passing, topic_id
 
         # four reads of what Kafka holds, none depending on another (the topic is locked
         # and the previous producer fenced, so nothing moves under them): at once, a
@@ -100,7 +100,8 @@ class PositionKeeper:
             except KafkaException as exc:
                 raise KafkaUnavailable(
                     f"cannot read the committed positions of topic {self.topic!r} (group "
-                    f"{self.committed.group!r}): {exc.args[0].str()}"
+                    f"{self.committed.group!r}): {exc.args[0].str()}",
+                    passing=passing(exc.args[0]),
                 ) from None
             return Seen(current.result(), claim.result(), positions, tail.result())
 

@@ -62,9 +62,37 @@ FETCH_DEFAULTS: Mapping[str, str] = {
 #: than an offset (54 ms against 555 ms to a first message here, 1 or 200 partitions).
 FIRST_OFFSET = 0
 
+#: Errors that pass by themselves, though librdkafka does not mark them retriable on
+#: every call: a leader being elected, a topic the answering broker does not know yet, a
+#: coordinator loading.
+_PASSING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+
 
 class KafkaUnavailable(ZyncError):
-    """Kafka could not be reached (or refused us) within the timeout."""
+    """Kafka could not be reached (or refused us) within the timeout.
+
+    ``passing``: the broker answered with an error that passes by itself (a partition
+    whose leader is being elected, as just after the topic is created; a group
+    coordinator loading): asking again a moment later is the cure."""
+
+    def __init__(self, message: str, *, passing: bool = False) -> None:
+        super().__init__(message)
+        self.passing = passing
+
+
+def passing(error: KafkaError) -> bool:
+    """Whether ``error`` passes by itself (see :class:`KafkaUnavailable`)."""
+    return bool(error.retriable()) or error.code() in _PASSING
 
 
 class KafkaRefused(KafkaUnavailable):
@@ -384,7 +412,8 @@ def watermarks(
             )
         except KafkaException as exc:
             raise KafkaUnavailable(
-                f"cannot read offsets of {topic}[{partition}]: {exc.args[0].str()}"
+                f"cannot read offsets of {topic}[{partition}]: {exc.args[0].str()}",
+                passing=passing(exc.args[0]),
             ) from None
     return out
 

@@ -273,6 +273,64 @@ def test_positions_are_read_back_once_the_broker_answers(monkeypatch: pytest.Mon
     assert "(reading the positions back: no answer within 5s), waiting" in events[0].message
 
 
+def test_a_new_topics_leader_being_elected_is_waited_for_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Just after a topic is created its broker may answer "not leader" for a while (CI
+    saw it longer than three reads in a row): the read is made again after a pause, and
+    such answers never count towards the attempts that end in a failure."""
+    import engine.deliver.faults as module
+    from engine.kafka.clients import passing
+
+    monkeypatch.setattr(module, "NOT_YET_PAUSE", 0.001)
+    monkeypatch.setattr(module, "READ_AGAIN", 0.004)
+    handler, events = faults()
+    monkeypatch.setattr(handler, "_reachable", lambda: True)
+    not_leader = KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)
+    assert passing(not_leader)
+    assert not passing(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    reads: list[int] = []
+
+    def read() -> dict[int, None]:
+        reads.append(1)
+        if len(reads) <= 3 * module.READ_ATTEMPTS:
+            raise KafkaUnavailable(
+                f"cannot read offsets of out[0]: {not_leader.str()}", passing=True
+            )
+        return {0: None}
+
+    assert handler.read_back(read) == {0: None}
+    assert len(reads) == 3 * module.READ_ATTEMPTS + 1
+    assert {e.kind for e in events} == {"retrying"}  # said, and no outage: the broker answers
+    assert "Not leader for partition" in events[0].message
+
+    other = 0
+
+    def refused() -> dict[int, None]:
+        nonlocal other
+        other += 1
+        raise KafkaUnavailable("cannot read offsets of out[0]: Broker: Topic authorization failed")
+
+    with pytest.raises(KafkaUnavailable, match="authorization"):
+        handler.read_back(refused)
+    assert other == module.READ_ATTEMPTS
+
+
+def test_errors_that_pass_are_waited_for_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.deliver.faults as module
+
+    monkeypatch.setattr(module, "NOT_YET_PAUSE", 0.001)
+    monkeypatch.setattr(module, "PASSING_FOR", 0.05)
+    handler, _ = faults()
+    monkeypatch.setattr(handler, "_reachable", lambda: True)
+
+    def read() -> dict[int, None]:
+        raise KafkaUnavailable("cannot read offsets of out[0]: Broker: Not leader", passing=True)
+
+    with pytest.raises(KafkaUnavailable, match="Not leader"):
+        handler.read_back(read)
+
+
 def test_a_call_that_does_not_return_gives_its_producer_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """send_offsets_to_transaction may never return (librdkafka#5456, #5511): watched,
     it is given up after WEDGED_AFTER, and what it raises or returns is passed on."""
