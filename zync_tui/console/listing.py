@@ -2,15 +2,17 @@
 
 A poll brings a panel's rows as a :class:`Source` (made once, when first needed); the
 operator's filter and sort are an :class:`Order`. :func:`prepare` turns both into a
-:class:`Listing`: the rows that match, in order, each already laid out as the line the
-table draws, the column widths measured, the header written. It runs in the console's
-:class:`Preparer` thread, never on the event loop, so a poll of 400 topics or a filter
-typed over 40,000 pending records never holds a key back; the table only swaps the
-listing in and draws the lines in view (zync_tui/console/widgets/tables.py). Nothing
-here knows Textual.
+:class:`Listing`: the rows that match, in order, the column widths measured, the header
+written. It runs in the console's :class:`Preparer` thread, never on the event loop, so a
+poll of 400 topics or a filter typed over 40,000 pending records never holds a key back;
+the table only swaps the listing in and draws the lines in view
+(zync_tui/console/widgets/tables.py). A row is laid out as the line the table draws when
+it is first drawn: a screenful of a 400-row listing, not 400 lines (the preparer shares
+the interpreter lock with the screen's thread; laying every row out took 40 % of its
+time). Nothing here knows Textual.
 
 Rows whose cells are a function (Pending and Expired: thousands of records, a screenful
-seen) are laid out only when drawn; their columns take the width the column declares.
+seen) are also made only when drawn; their columns take the width the column declares.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class Listing:
     total: int
     widths: tuple[int, ...]
     header: str
-    #: each row's line as drawn (None: laid out when first drawn)
+    #: each row's line as drawn (None: not drawn yet, laid out when it is)
     lines: list[str | None]
     #: each row key's position
     index: dict[str, int] = field(repr=False)
@@ -137,11 +139,21 @@ def layout(cells: Sequence[str], columns: Sequence[Column], widths: Sequence[int
     """One line: each cell cut or padded to its column's width, ``GAP`` apart."""
     parts = []
     for cell, column, width in zip(cells, columns, widths, strict=False):
-        if column.align == ">" and cell_len(cell) < width:
+        if cell.isascii():  # a character a cell: cut and padded as a str
+            cut = cell[:width]
+            parts.append(cut.rjust(width) if column.align == ">" else cut.ljust(width))
+        elif column.align == ">" and cell_len(cell) < width:
             parts.append(" " * (width - cell_len(cell)) + cell)
         else:
             parts.append(set_cell_size(cell, width))
     return (" " * GAP).join(parts)
+
+
+def _widest(cells: list[str]) -> int:
+    """The widest of ``cells``, in terminal cells."""
+    if not cells:
+        return 0
+    return max(map(len if "".join(cells).isascii() else cell_len, cells))
 
 
 def _sort_key(index: int) -> Callable[[Row], tuple[int, float | str]]:
@@ -173,14 +185,12 @@ def prepare(columns: Sequence[Column], source: Source, order: Order) -> Listing:
     lazy = len(concrete) < len(rows)
     widths = []
     for i, (column, label) in enumerate(zip(columns, labels, strict=True)):
-        widest = max((cell_len(cells[i]) for cells in concrete if i < len(cells)), default=0)
+        widest = _widest([cells[i] for cells in concrete if i < len(cells)])
         if column.width is not None:
             widest = column.width if lazy else min(widest, column.width)
         widths.append(max(widest, cell_len(label)))
     header = layout(labels, [c._replace(align="<") for c in columns], widths)
-    lines: list[str | None] = [
-        layout(r.cells, columns, widths) if isinstance(r.cells, tuple) else None for r in rows
-    ]
+    lines: list[str | None] = [None] * len(rows)  # laid out when drawn (Listing.line)
     return Listing(
         columns=columns, source=source, order=order, rows=rows, total=len(given),
         widths=tuple(widths), header=header, lines=lines,
