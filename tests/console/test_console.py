@@ -406,8 +406,9 @@ async def test_quit_key_exits() -> None:
 
 async def test_the_started_console_freezes_its_heap_and_thaws_it_when_it_ends() -> None:
     """Once every poll has delivered, the app's objects leave the collector's watch (a
-    full collection at 200 topics took 100–400 ms of the screen's thread); at its end
-    they are collectable again, at the usual pace."""
+    full collection at 200 topics took 100–400 ms of the screen's thread) and each poll,
+    once drawn, has the young generation collected; at its end they are collectable
+    again, at the usual pace."""
     import gc
 
     from zync_tui.console.heap import SETTLED_GC_THRESHOLD
@@ -418,5 +419,14 @@ async def test_the_started_console_freezes_its_heap_and_thaws_it_when_it_ends() 
         await polled(pilot)
         await until(pilot, lambda: gc.get_freeze_count() > 0, what="the heap frozen")
         assert gc.get_threshold()[0] == SETTLED_GC_THRESHOLD
+        # and the young generation is collected once a poll has been drawn, not only
+        # where the next objects are made (a key, at 200 topics)
+        collections = gc.get_stats()[0]["collections"]
+        tidied = app.heap.tidied
+        await until(pilot, lambda: app.heap.tidied >= tidied + 4, what="four polls tidied after")
+        assert gc.get_stats()[0]["collections"] >= collections + 4
     assert gc.get_freeze_count() == 0
     assert gc.get_threshold() == before
+    tidied = app.heap.tidied
+    app.heap.tidy()  # thawed: the usual pace, no collection of its own
+    assert app.heap.tidied == tidied

@@ -85,6 +85,7 @@ class Snapshots:
         self.schedule.ended(poll)
         if set(POLLS) <= self.schedule.polled:
             self.heap.settle()
+            self.app.call_after_refresh(self.heap.tidy)  # once what it brought is drawn
 
     # -- showing them (on the event loop) ---------------------------------------------------
 
