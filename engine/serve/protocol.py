@@ -7,11 +7,12 @@ second (slowloris) holds a connection for ever (uvicorn issue #157). :class:`Api
 gives every request :data:`REQUEST_DEADLINE` seconds to arrive whole (headers and
 body), then closes the connection. One client address holds at most
 :data:`MAX_PER_PEER` connections at once, and opens at most :data:`NEW_PER_PEER` a second
-(after a burst of :data:`MAX_PER_PEER`): more are closed as they come, before anything is
-read. A storm from one client then costs the process an accept and a close per
-connection, not a request's parsing, routing and answer (1,000 concurrent scrapes a
-second, answered 32 at a time, took a fifth of the interpreter lock the loops work
-under), and the others (a probe, a scraper) still get in. Clients that keep their
+(after a burst of :data:`MAX_PER_PEER`): more are closed as the listening socket accepts
+them (:func:`admit`), before asyncio makes a transport or a protocol for them. A storm
+from one client then costs the process an accept and a close per connection, not a
+request's parsing, routing and answer (1,000 concurrent scrapes a second, answered 32 at
+a time, took a fifth of the interpreter lock the loops work under), and the others (a
+probe, a scraper) still get in. Clients that keep their
 connection open (the console, Prometheus) are not limited by the rate. It also tags each request with its peer — TCP, or the Unix socket
 and the peer's user id (engine/serve/auth.py decides on it) — and answers a malformed
 request with the API's JSON error instead of plain text.
@@ -89,6 +90,22 @@ def _note(text: str) -> None:
         log.warning("%s", text)
 
 
+def admit(address: str) -> bool:
+    """Whether a new TCP connection from ``address`` is let in: refused when the address
+    holds :data:`MAX_PER_PEER` connections already, or opens them faster than
+    :data:`NEW_PER_PEER` a second. Called by the listening socket as it accepts
+    (engine/serve/sockets.py, :class:`~engine.serve.sockets.GuardedListener`), so that a
+    refused connection costs no transport or protocol; the server's event loop thread
+    only."""
+    if _per_peer.get(address, 0) >= MAX_PER_PEER:
+        _note(f"API: {address} holds {MAX_PER_PEER} connections already: closed a new one")
+        return False
+    if not _openings.allow(address, time.monotonic()):
+        _note(f"API: {address} opens more than {NEW_PER_PEER:g} connections a second: closed a new one")
+        return False
+    return True
+
+
 class ApiProtocol(H11Protocol):
     """uvicorn's h11 protocol with a request deadline, peer tagging and JSON 400s."""
 
@@ -102,11 +119,9 @@ class ApiProtocol(H11Protocol):
         if not unix and self.client is not None:
             address = self.client[0]
             if _per_peer.get(address, 0) >= MAX_PER_PEER:
+                # admitted as one of a batch accepted at once (admit() saw the count
+                # before their protocols were made): the count holds here
                 _note(f"API: {address} holds {MAX_PER_PEER} connections already: closed a new one")
-                transport.close()
-                return
-            if not _openings.allow(address, time.monotonic()):
-                _note(f"API: {address} opens more than {NEW_PER_PEER:g} connections a second: closed a new one")
                 transport.close()
                 return
             _per_peer[address] = _per_peer.get(address, 0) + 1

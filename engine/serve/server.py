@@ -95,9 +95,9 @@ def serve(
             unix, bound = bind_unix(socket_path)
             sockets.append(unix)
         if tcp is not None:
-            sock = bind_tcp(tcp)
-            sockets.append(sock)
-            host, port = sock.getsockname()[:2]
+            listener = bind_tcp(tcp)
+            sockets.append(listener)
+            host, port = listener.getsockname()[:2]
             tcp = TcpAddress(tcp.host, port)
     except BaseException:
         for sock in sockets:
@@ -115,7 +115,12 @@ def serve(
 
             from engine.serve.app import make_app
             from engine.serve.metrics import Exposition
-            from engine.serve.protocol import MAX_HEAD, ApiProtocol
+            from engine.serve.protocol import MAX_HEAD, ApiProtocol, admit
+            from engine.serve.sockets import GuardedListener
+
+            for sock in sockets:
+                if isinstance(sock, GuardedListener):
+                    sock.admit = admit
 
             app = make_app(process, guard or Guard(None), Exposition(process))
             config = uvicorn.Config(

@@ -175,3 +175,50 @@ def test_the_openings_forget_quiet_addresses_when_many_were_seen() -> None:
     for n in range(_Openings.KEPT + 10):
         assert openings.allow(f"10.0.{n // 256}.{n % 256}", float(n))
     assert len(openings._buckets) < _Openings.KEPT
+
+
+def test_the_listener_closes_refused_connections_as_it_accepts_them() -> None:
+    """A connection the API refuses is closed by the listening socket's accept: asyncio
+    never makes a transport or a protocol for it, and the next one is returned; a storm
+    is refused a bounded number at a time, so that the event loop goes on."""
+    import socket
+
+    from engine.serve import sockets
+    from engine.serve.sockets import GuardedListener, TcpAddress, bind_tcp
+
+    listener = bind_tcp(TcpAddress("127.0.0.1", 0))
+    assert isinstance(listener, GuardedListener)
+    port = listener.getsockname()[1]
+    seen: list[str] = []
+
+    def admit(address: str) -> bool:
+        seen.append(address)
+        return address != "127.0.0.2"
+
+    listener.admit = admit
+    clients = []
+    try:
+        for source in ("127.0.0.2", "127.0.0.2", "127.0.0.1"):
+            client = socket.create_connection(("127.0.0.1", port), source_address=(source, 0))
+            clients.append(client)
+        listener.setblocking(True)
+        listener.settimeout(5)
+        conn, address = listener.accept()
+        conn.close()
+        assert address[0] == "127.0.0.1"
+        assert seen == ["127.0.0.2", "127.0.0.2", "127.0.0.1"]
+        clients[0].settimeout(5)
+        assert clients[0].recv(10) == b""  # closed by the listener, nothing read or written
+
+        listener.admit = lambda address: False
+        for _ in range(sockets.REFUSED_AT_ONCE + 3):
+            clients.append(socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0)))
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError, match="storm"):
+            listener.accept()  # 256 refused, then the event loop's turn
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # the 3 left, then none waiting
+    finally:
+        for client in clients:
+            client.close()
+        listener.close()
