@@ -45,6 +45,7 @@ from engine.api import (
     TableSnapshot,
     ZyncError,
     avro_record_name,
+    delete_topics,
     dev_up,
     encode_records,
     ensure_topic,
@@ -126,7 +127,11 @@ class Demo:
     them from the zync home after starting the embedded stack when ``start_stack``.
     ``lake_root``: None uses ``<zync home>/demo/lake``, the demo's own lake, which is
     cleared when the broker holds none of the demo's records (a restarted in-memory
-    broker), so lake and topics always tell the same story.
+    broker), so lake and topics always tell the same story. The other way round, a new
+    lake beside output topics an earlier demo lake delivered to (that lake deleted while
+    the embedded broker kept its topics): the output topics are deleted, and to-kafka
+    delivers the new lake's outputs into them from the first (:attr:`take_over`) —
+    without that, to-kafka refused topics another staging pool had written.
     """
 
     def __init__(
@@ -149,6 +154,9 @@ class Demo:
         self._schemas: dict[str, tuple[Any, Any]] = {}  # topic: (key, value) Avro schemas (JSON data)
         self._registry_client: RegistrySchemas | None = None
         self.published = 0
+        #: whether to-kafka takes over the output topics (set by :meth:`prepare` when it
+        #: makes the staging pool: whatever an earlier lake delivered there is gone)
+        self.take_over = False
 
     # -- files --------------------------------------------------------------------------
 
@@ -204,6 +212,17 @@ class Demo:
         if self.published:
             notes.append(f"the broker already holds batches 1..{self.published}: resuming after them")
         where.make_dirs()
+        new_staging = {e.pool for e in config.outputs if not self.lake.exists(e.pool)}
+        written = [e.topic for e in config.outputs if e.pool in new_staging and self._written(e.topic)]
+        # a new staging pool is the only one that delivers the demo's outputs: it takes
+        # over what a claim of an earlier lake says of them (a topic deleted since, too)
+        self.take_over = bool(new_staging)
+        if written:
+            deleted = delete_topics(self.kafka, written)
+            notes.append(
+                f"deleted the output topic(s) {', '.join(deleted)}: an earlier demo lake "
+                f"delivered to them, and this lake's outputs go there from the first"
+            )
         pools = {endpoint.pool: RAW for endpoint in config.inputs}
         pools.update({endpoint.pool: STAGING for endpoint in config.outputs})
         for name, kind in pools.items():
@@ -216,6 +235,13 @@ class Demo:
         assert self.kafka is not None
         marks = topic_watermarks(self.kafka, topic)
         return sum(high - low for low, high in marks.values())
+
+    def _written(self, topic: str) -> bool:
+        """Whether ``topic`` exists and holds anything."""
+        try:
+            return self._records_in(topic) > 0
+        except ZyncError:  # TopicNotFound: nothing written
+            return False
 
     def _batches_held(self, held: int) -> int:
         total = 0
@@ -320,7 +346,9 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval:
 
 def make_pipeline(demo: Demo, *, spark: Callable[[], Spark] | None = None) -> Pipeline:
     """The demo's :class:`engine.api.Pipeline` (from-kafka, ETL and to-kafka loops)."""
-    return Pipeline(demo.config_path, demo.lake, kafka=demo.kafka, registry=demo.registry, spark=spark)
+    return Pipeline(
+        demo.config_path, demo.lake, kafka=demo.kafka, registry=demo.registry, spark=spark, take_over=demo.take_over
+    )
 
 
 def _spark(master: str | None) -> Spark:

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         KafkaRefused,
         KafkaUnavailable,
         check_reachable,
+        delete_topics,
         ensure_topic,
         topic_partitions,
     )
@@ -279,6 +280,7 @@ ORIGINS: dict[str, str] = {
     "consumed_json": "engine.kafka.consume:dumps",
     "describe_produce": "engine.kafka.produce:describe",
     "encode_records": "engine.kafka.produce:encode",
+    "delete_topics": "engine.kafka.clients",
     "ensure_topic": "engine.kafka.clients",
     "infer_avro_schema": "engine.kafka.typemap.infer",
     "json_value_to_spark": "engine.kafka.typemap.to_spark",

@@ -366,6 +366,30 @@ def ensure_topics(
         return {t: (list(range(known[t])), t in created) for t in topics}
 
 
+def delete_topics(profile: KafkaProfile, topics: Iterable[str], *, timeout: float = 30.0) -> list[str]:
+    """Delete those of ``topics`` that exist and wait until the cluster no longer lists
+    them; returns the ones deleted. Raises :class:`KafkaUnavailable` when Kafka refuses."""
+    with _create_lock:
+        admin, errors = _watched_admin(profile)
+        known = _look(profile, admin, errors, timeout)
+        present = [t for t in dict.fromkeys(topics) if known.get(t)]
+        if not present:
+            return []
+        for name, future in admin.delete_topics(present, request_timeout=timeout).items():
+            try:
+                future.result(timeout)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise KafkaUnavailable(f"cannot delete topic {name!r}: {error.str()}") from None
+        deadline = time.monotonic() + timeout
+        while any(_look(profile, admin, errors, timeout).get(t) for t in present):
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"topics {', '.join(present)} still listed {timeout:g}s after deletion")
+            time.sleep(0.1)
+        return present
+
+
 #: The topic id Kafka gives a topic when it has none (a broker older than topic ids).
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 

@@ -286,3 +286,56 @@ def test_zync_run_invoice_scenario_end_to_end(tmp_path, broker, registry) -> Non
     assert consume.returncode == 0, consume.stderr
     lines = [json.loads(line) for line in consume.stdout.splitlines() if line.strip()]
     assert [(r["key"], plain(r["value"])) for r in lines] == [*EXPECTED, ({"ID": 102}, None)]
+
+
+def test_a_new_demo_lake_delivers_its_outputs_into_topics_an_earlier_lake_wrote(
+    tmp_path, broker, registry, spark
+) -> None:
+    """The demo's lake deleted while the embedded broker kept its topics (`zync dev down`
+    keeps them): to-kafka refused the output topics, written by another staging pool, and
+    the demo showed it failed. Now the demo deletes the output topics an earlier lake
+    delivered to and has to-kafka take them over: the new lake's outputs, once each."""
+    import time
+
+    from demo.scenario import make_pipeline
+
+    kafka, reg = profiles(broker, registry)
+    scenario = invoice_scenario(tmp_path)
+    expected = EXPECTED[:2]  # the outputs of batch 1
+
+    def deliver(demo: Any, lake_root: Path, batches: int) -> list[Any]:
+        pipeline = make_pipeline(demo, spark=lambda: spark)
+        pipeline.start()
+        try:
+            publish_in_file_order(demo, lake_root, batches=batches)
+            deadline = time.monotonic() + 180
+            last = len(expected) - 1  # the pool offset of the last output
+            while True:  # every output delivered up to it, by this lake's to-kafka
+                assert not pipeline.failed(), pipeline.failed()
+                deliveries = pipeline.to_kafka.deliveries()
+                if deliveries and all(d.status().delivered_offset == last for d in deliveries):
+                    break
+                assert time.monotonic() < deadline, pipeline.status()
+                time.sleep(0.1)
+            got = read_topic(kafka, scenario.output, registry=reg)  # to its end
+            staging = demo.lake.open_pool("Staging").table.metadata().id
+            assert {r.headers["zync.pool.id"] for r in got} == {staging}  # this lake's only
+            return got
+        finally:
+            pipeline.stop()
+
+    first = demo_driver(scenario, tmp_path / "first", kafka, reg)
+    assert first.take_over  # its staging pool is new: nothing of another lake to meet
+    got = deliver(first, tmp_path / "first", batches=1)
+    assert [(r.key, plain(r.value)) for r in got] == expected
+
+    again = demo_driver(scenario, tmp_path / "first", kafka, reg)
+    assert not again.take_over  # the same lake: delivers after what it delivered
+
+    second = demo_driver(scenario, tmp_path / "second", kafka, reg)
+    assert second.take_over
+    assert second.published == 1  # the broker's batch, ingested again by the new lake
+    got = deliver(second, tmp_path / "second", batches=0)
+    # not the first lake's outputs too; in either order (the batch is read back from two
+    # topics at once, and Kafka keeps no order across topics)
+    assert sorted((r.key["ID"], plain(r.value)["customer"]) for r in got) == [(100, "Alice"), (101, "Bob")]

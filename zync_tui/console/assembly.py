@@ -133,7 +133,12 @@ class EngineAssembly:
         elif s.config_path is not None and profiles.kafka is not None:
             try:
                 self.pipeline = Pipeline(
-                    s.config_path, lake, kafka=profiles.kafka, registry=profiles.registry, spark=self.spark
+                    s.config_path,
+                    lake,
+                    kafka=profiles.kafka,
+                    registry=profiles.registry,
+                    spark=self.spark,
+                    take_over=self.driver is not None and self.driver.take_over,
                 )
                 self.services = self.pipeline.services
                 self.pipeline.add_listener(self._on_event)
