@@ -70,6 +70,9 @@ if TYPE_CHECKING:
 #: The scenario's files (installed with the package).
 DEMO_DIR = Path(__file__).resolve().parent / "invoices"
 RAW_POOL = "Raw"
+#: The demo's to-kafka takes over its output topics (its own, on its embedded broker)
+#: when another staging pool wrote them last: a demo lake made anew beside them.
+TAKE_OVER = True
 EXPECTED_OUTPUTS = 8
 #: The table etl.yaml keeps from the outputs, and the invoices it holds at the end.
 TABLE = "invoices"
@@ -130,8 +133,9 @@ class Demo:
     broker), so lake and topics always tell the same story. The other way round, a new
     lake beside output topics an earlier demo lake delivered to (that lake deleted while
     the embedded broker kept its topics): the output topics are deleted, and to-kafka
-    delivers the new lake's outputs into them from the first (:attr:`take_over`) —
-    without that, to-kafka refused topics another staging pool had written.
+    delivers the new lake's outputs into them from the first. The demo's to-kafka takes
+    its output topics over (:data:`TAKE_OVER`): without that, it refused topics another
+    staging pool had written, and the demo showed to-kafka failed.
     """
 
     def __init__(
@@ -154,9 +158,6 @@ class Demo:
         self._schemas: dict[str, tuple[Any, Any]] = {}  # topic: (key, value) Avro schemas (JSON data)
         self._registry_client: RegistrySchemas | None = None
         self.published = 0
-        #: whether to-kafka takes over the output topics (set by :meth:`prepare` when it
-        #: makes the staging pool: whatever an earlier lake delivered there is gone)
-        self.take_over = False
 
     # -- files --------------------------------------------------------------------------
 
@@ -214,9 +215,6 @@ class Demo:
         where.make_dirs()
         new_staging = {e.pool for e in config.outputs if not self.lake.exists(e.pool)}
         written = [e.topic for e in config.outputs if e.pool in new_staging and self._written(e.topic)]
-        # a new staging pool is the only one that delivers the demo's outputs: it takes
-        # over what a claim of an earlier lake says of them (a topic deleted since, too)
-        self.take_over = bool(new_staging)
         if written:
             deleted = delete_topics(self.kafka, written)
             notes.append(
@@ -347,7 +345,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval:
 def make_pipeline(demo: Demo, *, spark: Callable[[], Spark] | None = None) -> Pipeline:
     """The demo's :class:`engine.api.Pipeline` (from-kafka, ETL and to-kafka loops)."""
     return Pipeline(
-        demo.config_path, demo.lake, kafka=demo.kafka, registry=demo.registry, spark=spark, take_over=demo.take_over
+        demo.config_path, demo.lake, kafka=demo.kafka, registry=demo.registry, spark=spark, take_over=TAKE_OVER
     )
 
 

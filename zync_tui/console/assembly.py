@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demo.scenario import Demo
+from demo.scenario import TAKE_OVER, Demo
 from engine.api import (
     AnyService,
     ConfigError,
@@ -138,7 +138,7 @@ class EngineAssembly:
                     kafka=profiles.kafka,
                     registry=profiles.registry,
                     spark=self.spark,
-                    take_over=self.driver is not None and self.driver.take_over,
+                    take_over=self.driver is not None and TAKE_OVER,
                 )
                 self.services = self.pipeline.services
                 self.pipeline.add_listener(self._on_event)
