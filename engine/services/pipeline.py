@@ -194,6 +194,12 @@ class Pipeline:
                 f"unknown loop {sorted(unknown)[0]!r}: use {', '.join(self.services)}"
             )
         self.prepare()
+        # the loops import pyspark's types as their threads start, and two threads (or a
+        # loop and the API's) importing them at once may meet Python's import-lock
+        # deadlock check: "deadlock detected by _ModuleLock('pyspark.sql.types')" left a
+        # console with no loops. Imported here, in one thread, before any loop starts.
+        import pyspark.sql.types  # noqa: F401
+
         for name in ("apply", "to-kafka", "etl", "from-kafka"):
             if name in wanted:
                 self.services[name].start()
