@@ -430,3 +430,29 @@ async def test_the_started_console_freezes_its_heap_and_thaws_it_when_it_ends() 
     tidied = app.heap.tidied
     app.heap.tidy()  # thawed: the usual pace, no collection of its own
     assert app.heap.tidied == tidied
+
+
+async def test_enter_on_a_log_line_shows_it_whole() -> None:
+    """At 80×24 the detail under the Log holds three lines; a loop's error can be longer,
+    its end saying what to do (to-kafka's refusal of a topic ends with the option to pass)."""
+    from tests.console.conftest import T0
+    from zync_tui.console.views import LogEntry
+    from zync_tui.console.widgets.log import LogPanel
+
+    error = "topic 'NewInvoices' was last written by staging pool 'Staging' " * 4 + "; pass --take-over-topic"
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await polled(pilot)
+        panel = app.query_one(LogPanel)
+        panel.add([LogEntry(T0, "ERROR", "to-kafka", error)])
+        await pilot.press("6")
+        logs = table(app, "log")
+        await until(pilot, lambda: logs.row_count and logs.get_row_at(0)[3].startswith("topic 'New"), what="the line")
+        await pilot.press("g", "enter")
+        assert isinstance(app.screen, RecordScreen)
+        assert "ERROR to-kafka at" in text_of(app.screen, "#record-title")
+        assert "pass --take-over-topic" in text_of(app.screen, "#record-json")
+        detail = app.screen_stack[0].query_one("#log-detail")
+        assert detail.size.height == 3 < len(error) / detail.size.width  # cut there
+        await pilot.press("escape")
+        assert app.screen is app.screen_stack[0]

@@ -28,6 +28,7 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from engine.api import one_line
+from zync_tui.console import format as fmt
 from zync_tui.console import keys
 from zync_tui.console import messages as m
 from zync_tui.console.backend import EngineBackend, EngineSettings
@@ -43,6 +44,7 @@ from zync_tui.console.screens.help import HelpScreen
 from zync_tui.console.screens.record import RecordScreen
 from zync_tui.console.snapshots import Snapshots
 from zync_tui.console.views import Backend
+from zync_tui.console.widgets.log import LogPanel
 from zync_tui.console.widgets.panels import Panels
 from zync_tui.console.widgets.records import RecordsPanel
 from zync_tui.console.widgets.status import StatusBar
@@ -188,6 +190,11 @@ class ZyncConsole(App[None]):
         r = message.record
         title = f"{r.status} record {r.topic}[{r.partition}]@{r.offset} · rule {r.rule}"
         self.push_screen(RecordScreen(title, dict(r.full_record)))
+
+    def on_log_panel_opened(self, message: LogPanel.Opened) -> None:
+        e = message.entry
+        title = f"{e.severity} {e.source} at {fmt.clock(e.at)} UTC"
+        self.push_screen(RecordScreen(title, {"source": e.source, "message": e.message}))
 
     def action_help(self) -> None:
         notes = "Read-only: start, stop and ETL passes are disabled." if self.backend.read_only else ""

@@ -51,7 +51,7 @@ KEYS: list[Key] = [
     Key("tables", "End G", "the last row", "cursor('edge', 1)", "end,G", ""),
     Key("tables", "← →", "scroll a wide table sideways", "cursor('sideways', -1)", "left", ""),
     Key("tables", "→", "", "cursor('sideways', 1)", "right", ""),
-    Key("tables", "Enter", "Pending, Expired: the full record (pretty JSON)", "select_row", "enter", ""),
+    Key("tables", "Enter", "the full record (Pending, Expired), the whole line (Log)", "select_row", "enter", ""),
     Key("tables", "Tab", "the Loops panel: its loops, or its tables; the filter: back to the table", "next_table", "tab", ""),
     Key("loops", "f", "start/stop from-kafka", "toggle_loop('from-kafka')", "f", "from-kafka"),
     Key("loops", "e", "start/stop the ETL loop", "toggle_loop('etl')", "e", "etl"),

@@ -1,12 +1,16 @@
 """Log: what the loops and the console did, newest first, with severity; faults are
-logged once when they appear, and again when they recover."""
+logged once when they appear, and again when they recover. Enter opens a line whole: at
+80×24 the detail under the table holds three lines, and a loop's error can be longer (the
+end of it is often what to do)."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import Static
 
 from zync_tui.console import format as fmt
@@ -37,6 +41,12 @@ def rows(entries: Sequence[tuple[int, LogEntry]]) -> list[Row]:
 
 
 class LogPanel(TablePanel):
+    @dataclass
+    class Opened(Message):
+        """Enter on a line: show it whole."""
+
+        entry: LogEntry
+
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self.entries: deque[tuple[int, LogEntry]] = deque(maxlen=CAPACITY)
@@ -57,11 +67,21 @@ class LogPanel(TablePanel):
         self.query_one(LiveTable).give(Source(lambda: rows(kept)))
 
     def changed(self, table: LiveTable) -> None:
-        key = table.highlighted_key()
+        e = self._entry(table.highlighted_key())
+        if e is not None:
+            say(self.query_one("#log-detail", Static), f"{e.severity} {e.source}: {e.message}")
+
+    def on_live_table_selected(self, event: LiveTable.Selected) -> None:
+        event.stop()
+        e = self._entry(event.key)
+        if e is not None:
+            self.post_message(self.Opened(e))
+
+    def _entry(self, key: str | None) -> LogEntry | None:
         for serial, e in self.entries:
             if str(serial) == key:
-                say(self.query_one("#log-detail", Static), f"{e.severity} {e.source}: {e.message}")
-                return
+                return e
+        return None
 
     def fault(self, where: str, error: str | None, at: float) -> None:
         """``where``'s fault (None: none): logged when it appears or changes, and its
