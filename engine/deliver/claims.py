@@ -105,7 +105,8 @@ def read_claim(kafka: KafkaProfile, topic: str, timeout: float = 30.0) -> Claim 
     # deferred: confluent_kafka (librdkafka)
     from confluent_kafka import KafkaException, TopicPartition
 
-    from engine.kafka.clients import consumer, watermarks
+    from engine.kafka.clients import consumer
+    from engine.kafka.watermarks import watermarks
 
     wanted = topic.encode()
     found: Claim | None = None

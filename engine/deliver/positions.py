@@ -186,7 +186,8 @@ def read_positions(
     # deferred: confluent_kafka (librdkafka)
     from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
 
-    from engine.kafka.clients import consumer, watermarks
+    from engine.kafka.clients import consumer
+    from engine.kafka.watermarks import watermarks
 
     found: dict[int, Position | None] = {}
     deadline = time.monotonic() + timeout

@@ -80,8 +80,9 @@ def sample_topics(
     # deferred: librdkafka
     from confluent_kafka import TopicPartition
 
-    from engine.kafka.clients import consumer, watermarks
+    from engine.kafka.clients import consumer
     from engine.kafka.consume import AUTO, PartDecoder
+    from engine.kafka.watermarks import watermarks
 
     decoder = PartDecoder(AUTO, schemas, part="value")
     found: dict[str, bool] = {}

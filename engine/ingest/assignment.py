@@ -21,10 +21,10 @@ from engine.kafka.clients import (
     FIRST_OFFSET,
     check_reachable,
     consumer,
-    fetched_watermarks,
     look_at_cluster,
     where,
 )
+from engine.kafka.watermarks import fetched_watermarks
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine.ingest.buffer import Batch, Buffers
-from engine.kafka.clients import FIRST_FETCH_GRACE
+from engine.kafka.watermarks import FIRST_FETCH_GRACE
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message

@@ -208,11 +208,8 @@ def _records(
 ) -> Generator[dict[str, Any]]:
     from confluent_kafka import KafkaError, TopicPartition  # deferred: librdkafka
 
-    from engine.kafka.clients import (  # deferred: librdkafka
-        FIRST_FETCH_GRACE,
-        fetched_watermarks,
-        look_at_cluster,
-    )
+    from engine.kafka.clients import look_at_cluster  # deferred: librdkafka
+    from engine.kafka.watermarks import FIRST_FETCH_GRACE, fetched_watermarks
 
     assigned = options.group is None
     idle_since = time.monotonic()

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import confluent_kafka
 from confluent_kafka import KafkaError, Message, TopicPartition
 
-from engine.kafka.clients import consumer, producer, topic_partitions, watermarks
+from engine.kafka.clients import consumer, producer, topic_partitions
+from engine.kafka.watermarks import watermarks
 from engine.settings.kafka import KafkaProfile
 
 

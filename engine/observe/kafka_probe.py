@@ -132,7 +132,7 @@ class KafkaProbe:
 
     def watermarks(self, topic: str, parts: list[int]) -> tuple[dict[int, tuple[int, int]], str | None]:
         """(low, high) per partition, or nothing and why not."""
-        from engine.kafka.clients import watermarks  # deferred (confluent-kafka)
+        from engine.kafka.watermarks import watermarks  # deferred (confluent-kafka)
 
         try:
             return watermarks(self.consumer(), topic, parts, timeout=self.timeout), None

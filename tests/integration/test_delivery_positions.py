@@ -85,7 +85,8 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def _marks(kafka: Any, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    from engine.kafka.clients import consumer, watermarks
+    from engine.kafka.clients import consumer
+    from engine.kafka.watermarks import watermarks
 
     reader = consumer(kafka)
     try:

@@ -246,7 +246,8 @@ def test_metrics_agree_with_the_pool_the_broker_and_zync_pending(stack: Stack, s
 
     from engine.etl.config_file import load_config
     from engine.etl.run import pending
-    from engine.kafka.clients import consumer, watermarks
+    from engine.kafka.clients import consumer
+    from engine.kafka.watermarks import watermarks
     from engine.lake.pools import Lake
 
     names, ingest = stack.names, stack.ingest
