@@ -348,20 +348,14 @@ def ensure_topics(
                         raise TopicRefused(
                             name, f"cannot create topic {name!r}: {error.str()}"
                         ) from None
-            # the broker answering metadata may learn of a new topic a moment after the
-            # controller created it (KRaft): look again until it does
-            deadline = time.monotonic() + timeout
-            while True:
-                known = _look(profile, admin, errors, timeout)
-                absent = [t for t in topics if not known.get(t)]
-                if not absent:
-                    break
-                if time.monotonic() > deadline:
-                    raise TopicNotFound(
-                        f"topic {absent[0]!r} does not exist on {where(profile)} "
-                        f"{timeout:g}s after it was created"
-                    )
-                time.sleep(0.1)
+            known, absent = _listed_when(
+                profile, admin, errors, timeout, lambda k: [t for t in topics if not k.get(t)]
+            )
+            if absent:
+                raise TopicNotFound(
+                    f"topic {absent[0]!r} does not exist on {where(profile)} "
+                    f"{timeout:g}s after it was created"
+                )
         return {t: (list(range(known[t])), t in created) for t in topics}
 
 
@@ -381,12 +375,29 @@ def delete_topics(profile: KafkaProfile, topics: Iterable[str], *, timeout: floa
                 error = exc.args[0]
                 if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise KafkaUnavailable(f"cannot delete topic {name!r}: {error.str()}") from None
-        deadline = time.monotonic() + timeout
-        while any(_look(profile, admin, errors, timeout).get(t) for t in present):
-            if time.monotonic() > deadline:
-                raise KafkaUnavailable(f"topics {', '.join(present)} still listed {timeout:g}s after deletion")
-            time.sleep(0.1)
+        _, left = _listed_when(profile, admin, errors, timeout, lambda k: [t for t in present if k.get(t)])
+        if left:
+            raise KafkaUnavailable(f"topics {', '.join(left)} still listed {timeout:g}s after deletion")
         return present
+
+
+def _listed_when(
+    profile: KafkaProfile,
+    admin: AdminClient,
+    errors: ErrorLog,
+    timeout: float,
+    unsettled: Callable[[Mapping[str, Any]], list[str]],
+) -> tuple[dict[str, Any], list[str]]:
+    """Look at the cluster until ``unsettled`` finds nothing in its listing (the broker
+    answering metadata learns of a topic created or deleted a moment after the controller
+    (KRaft)), or ``timeout`` passes; the last listing, and what was still unsettled."""
+    deadline = time.monotonic() + timeout
+    while True:
+        known = _look(profile, admin, errors, timeout)
+        left = unsettled(known)
+        if not left or time.monotonic() > deadline:
+            return known, left
+        time.sleep(0.1)
 
 
 #: The topic id Kafka gives a topic when it has none (a broker older than topic ids).
